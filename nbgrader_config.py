@@ -1,0 +1,18 @@
+"""nbgrader configuration for the normedu course (nbgrader 0.9.6).
+
+nbgrader reads this file from the current directory, so run nbgrader (or `normedu ...`)
+from the repository root. solutions/ is the instructor source, exercises/ the student release.
+"""
+
+import os
+
+c = get_config()  # noqa: F821  (injected by traitlets)
+
+_root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.root = _root
+c.CourseDirectory.course_id = "normedu"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_root, "gradebook.db")
+# Without this nbgrader probes /srv/nbgrader/exchange; the course runs from the repo.
+c.Exchange.root = os.path.join(_root, "_build", "exchange")

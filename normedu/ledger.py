@@ -1,0 +1,169 @@
+"""The claims ledger: every quantitative claim of the course's sources, checked.
+
+How the pieces fit:
+
+1. Each chapter's checks are a function in ``normedu/claims/<chapter>.py`` decorated with
+   ``@claims_for("<chapter>")``; it measures (reusing the chapter's cached experiment runs)
+   and returns a list of :class:`Claim`.
+2. The chapter calls :func:`check` at its end: that runs the function, writes the records to
+   ``<ledger dir>/<chapter>.json`` (default ``_build/ledger``; override with
+   ``NORMEDU_LEDGER_DIR``) and returns them for display with :func:`to_markdown`.
+3. The ledger page calls :func:`collect`: it reads every chapter's records and, for a chapter
+   whose records are missing (a fresh build that runs the ledger page first), runs that
+   chapter's checks itself. The table is generated from measurements, never typed by hand.
+
+Verdicts:
+- ``confirmed``: our measurement agrees with the claim (within the stated tolerance).
+- ``depends``: true under some conditions only (device, kernel, size); the note says which.
+- ``not reproduced``: our measurement disagrees.
+- ``cited``: not measurable here (e.g. a 90-GPU-day ImageNet table); carried with its source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+VERDICTS = ("confirmed", "depends", "not reproduced", "cited")
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def ledger_dir() -> Path:
+    return Path(os.environ.get("NORMEDU_LEDGER_DIR", _REPO / "_build" / "ledger"))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checked claim.
+
+    - id: stable identifier, e.g. ``"drift.1.05^50"``.
+    - chapter: the page that checks it (its docname, e.g. ``"drift"``).
+    - claim: the claim as the source states it, in our words.
+    - source: where it comes from (paper with year, or the course's seed notes).
+    - measured: what this book measured, with units.
+    - verdict: one of :data:`VERDICTS`.
+    - device: where it was measured ("exact arithmetic" for pure math).
+    - note: optional caveat.
+    """
+
+    id: str
+    chapter: str
+    claim: str
+    source: str
+    measured: str
+    verdict: str
+    device: str = "exact arithmetic"
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r} for claim {self.id!r}")
+        for name in ("id", "chapter", "claim", "source", "measured"):
+            if not str(getattr(self, name)).strip():
+                raise ValueError(f"claim {self.id!r}: field {name!r} must not be empty")
+
+
+def verdict_within(measured: float, expected: float, rtol: float) -> str:
+    """``"confirmed"`` if ``measured`` is within relative tolerance ``rtol`` of ``expected``."""
+    return "confirmed" if abs(measured - expected) <= rtol * abs(expected) else "not reproduced"
+
+
+def record(*claims: Claim, directory: Path | None = None) -> list[Claim]:
+    """Store the claims of one chapter (merging with that chapter's earlier records by id)."""
+    if not claims:
+        return []
+    directory = Path(directory) if directory else ledger_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    by_chapter: dict[str, list[Claim]] = {}
+    for c in claims:
+        by_chapter.setdefault(c.chapter, []).append(c)
+    for chapter, new in by_chapter.items():
+        path = directory / f"{chapter}.json"
+        old = {c["id"]: c for c in json.loads(path.read_text())} if path.exists() else {}
+        old.update({c.id: asdict(c) for c in new})
+        path.write_text(json.dumps(list(old.values()), indent=1) + "\n")
+    return list(claims)
+
+
+def load(directory: Path | None = None, order: list[str] | None = None) -> list[Claim]:
+    """Read every recorded claim, chapters in ``order`` (others after, alphabetically)."""
+    directory = Path(directory) if directory else ledger_dir()
+    if not directory.exists():
+        return []
+    files = sorted(directory.glob("*.json"))
+    rank = {name: i for i, name in enumerate(order or [])}
+    files.sort(key=lambda p: (rank.get(p.stem, len(rank)), p.stem))
+    return [Claim(**c) for p in files for c in json.loads(p.read_text())]
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(claims: list[Claim], columns: tuple[str, ...] = ("claim", "source", "measured", "device", "verdict")) -> str:
+    """Render claims as a Markdown table (for ``IPython.display.Markdown``)."""
+    head = "| " + " | ".join(c.capitalize() for c in columns) + " |"
+    rule = "|" + "---|" * len(columns)
+    rows = []
+    for c in claims:
+        vals = {**asdict(c)}
+        if c.note:
+            vals["measured"] = f"{c.measured} ({c.note})"
+        rows.append("| " + " | ".join(_cell(vals[k]) for k in columns) + " |")
+    return "\n".join([head, rule, *rows])
+
+
+def summary(claims: list[Claim]) -> dict[str, int]:
+    """Count of claims per verdict, every verdict present (zeros included)."""
+    counts = {v: 0 for v in VERDICTS}
+    for c in claims:
+        counts[c.verdict] += 1
+    return counts
+
+
+# --------------------------------------------------------------------------- registry
+
+_CHECKS: dict[str, Callable[[], list[Claim]]] = {}
+
+
+def claims_for(chapter: str):
+    """Register the decorated zero-argument function as the claim checks of ``chapter``."""
+
+    def register(fn: Callable[[], list[Claim]]):
+        _CHECKS[chapter] = fn
+        return fn
+
+    return register
+
+
+def registered() -> list[str]:
+    """Chapters with registered checks (imports every module of :mod:`normedu.claims`)."""
+    from . import claims  # noqa: F401  (importing registers the checks)
+
+    return list(_CHECKS)
+
+
+def check(chapter: str, directory: Path | None = None) -> list[Claim]:
+    """Run ``chapter``'s registered checks, store them, and return the claims."""
+    registered()
+    if chapter not in _CHECKS:
+        raise KeyError(f"no claim checks registered for chapter {chapter!r}; known: {sorted(_CHECKS)}")
+    found = _CHECKS[chapter]()
+    wrong = [c.id for c in found if c.chapter != chapter]
+    if wrong:
+        raise ValueError(f"checks of {chapter!r} returned claims of another chapter: {wrong}")
+    return record(*found, directory=directory)
+
+
+def collect(order: list[str] | None = None, directory: Path | None = None) -> list[Claim]:
+    """Every chapter's claims: stored records where present, else computed now."""
+    directory = Path(directory) if directory else ledger_dir()
+    for chapter in registered():
+        if not (directory / f"{chapter}.json").exists():
+            check(chapter, directory=directory)
+    return load(directory, order=order or registered())

@@ -1,0 +1,202 @@
+"""Textbook PyTorch norms: functions and ``nn.Module`` s the experiments build models from.
+
+They are written out of elementary tensor ops (autograd provides the backward) so that a
+reader sees every step, and they follow the conventions of :mod:`normedu.functional`:
+eps inside the square root, biased variance to normalize, unbiased running variance,
+momentum on the new value, two-pass variance, half precision computed in float32.
+
+Shapes:
+- :func:`layer_norm`, :func:`rms_norm`, :class:`LayerNorm`, :class:`RMSNorm`: x (..., D).
+- :func:`batch_norm`, :class:`BatchNorm1d`: x (N, C) or (N, C, L).
+
+``tests/test_nn.py`` checks each against ``torch.nn.functional`` and ``torch.nn``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["layer_norm", "rms_norm", "batch_norm", "LayerNorm", "RMSNorm", "BatchNorm1d", "make_norm"]
+
+
+def _upcast(x: Tensor) -> Tensor:
+    if not torch.is_floating_point(x):
+        raise TypeError(f"expected a floating-point tensor, got dtype {x.dtype} (shape {tuple(x.shape)})")
+    # Half-precision reductions over hundreds of features lose most of their digits.
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def _check_param(p: Tensor | None, size: int, name: str, x: Tensor, axis: str) -> None:
+    if p is not None and tuple(p.shape) != (size,):
+        raise ValueError(
+            f"{name} has shape {tuple(p.shape)}, expected ({size},) to match {axis} of x with "
+            f"shape {tuple(x.shape)}"
+        )
+
+
+def _check_last(x: Tensor) -> int:
+    if x.dim() == 0 or x.shape[-1] == 0:
+        raise ValueError(f"x has shape {tuple(x.shape)}: it needs a non-empty last (feature) axis")
+    return x.shape[-1]
+
+
+def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """LayerNorm over the last axis: x (..., D), weight/bias (D,) or None -> (..., D)."""
+    d = _check_last(x)
+    _check_param(weight, d, "weight", x, "the last axis")
+    _check_param(bias, d, "bias", x, "the last axis")
+    xf = _upcast(x)
+    centered = xf - xf.mean(dim=-1, keepdim=True)
+    var = (centered * centered).mean(dim=-1, keepdim=True)
+    out = centered * torch.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.to(x.dtype)
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """RMSNorm over the last axis: ``weight * x / sqrt(mean(x**2) + eps)``; x (..., D)."""
+    d = _check_last(x)
+    _check_param(weight, d, "weight", x, "the last axis")
+    xf = _upcast(x)
+    out = xf * torch.rsqrt((xf * xf).mean(dim=-1, keepdim=True) + eps)
+    if weight is not None:
+        out = out * weight
+    return out.to(x.dtype)
+
+
+def batch_norm(
+    x: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """BatchNorm for x (N, C) or (N, C, L), updating ``running_*`` **in place** in training.
+
+    The in-place update mirrors ``F.batch_norm`` so that the module below can hold the
+    running statistics as buffers.
+    """
+    if x.dim() < 2:
+        raise ValueError(f"batch_norm needs x of shape (N, C) or (N, C, L), got {tuple(x.shape)}")
+    c = x.shape[1]
+    for p, name in ((weight, "weight"), (bias, "bias"), (running_mean, "running_mean"), (running_var, "running_var")):
+        _check_param(p, c, name, x, "the channel axis (axis 1)")
+    xf = _upcast(x)
+    axes = [0] + list(range(2, x.dim()))
+    bshape = [1, c] + [1] * (x.dim() - 2)
+    if training:
+        m = x.numel() // c
+        if m < 2:
+            raise ValueError(f"training-mode batch_norm needs more than 1 value per channel, got {tuple(x.shape)}")
+        mean = xf.mean(dim=axes, keepdim=True)
+        centered = xf - mean
+        var = (centered * centered).mean(dim=axes, keepdim=True)
+        out = centered * torch.rsqrt(var + eps)
+        if running_mean is not None and running_var is not None:
+            with torch.no_grad():
+                running_mean.mul_(1 - momentum).add_(momentum * mean.reshape(c).to(running_mean.dtype))
+                unbiased = var.reshape(c) * (m / (m - 1))
+                running_var.mul_(1 - momentum).add_(momentum * unbiased.to(running_var.dtype))
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("eval-mode batch_norm needs running_mean and running_var")
+        out = (xf - running_mean.reshape(bshape)) * torch.rsqrt(running_var.reshape(bshape) + eps)
+    if weight is not None:
+        out = out * weight.reshape(bshape)
+    if bias is not None:
+        out = out + bias.reshape(bshape)
+    return out.to(x.dtype)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm over the last axis with learnable ``weight`` (gamma, ones) and ``bias`` (beta, zeros).
+
+    Parameters: 2 * d (d with ``bias=False``). Input (..., d) -> output (..., d).
+    """
+
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
+        super().__init__()
+        if d <= 0:
+            raise ValueError(f"d must be positive, got {d}")
+        self.d, self.eps = d, eps
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.d}, eps={self.eps}, bias={self.bias is not None}"
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm over the last axis with a learnable ``weight`` (gamma, ones) and no bias.
+
+    Parameters: d. Input (..., d) -> output (..., d). eps defaults to 1e-5 (the LLaMA value),
+    whereas ``torch.nn.RMSNorm(eps=None)`` uses ``torch.finfo(x.dtype).eps``.
+    """
+
+    def __init__(self, d: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        if d <= 0:
+            raise ValueError(f"d must be positive, got {d}")
+        self.d, self.eps = d, eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.d}, eps={self.eps}"
+
+
+class BatchNorm1d(nn.Module):
+    """BatchNorm over (N, C) or (N, C, L) with PyTorch's conventions.
+
+    Parameters: ``weight``, ``bias`` (C each); buffers ``running_mean`` (zeros), ``running_var``
+    (ones): 2C parameters + 2C buffers. ``train()`` uses batch statistics and updates the
+    buffers; ``eval()`` uses the buffers.
+    """
+
+    def __init__(self, c: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
+        super().__init__()
+        if c <= 0:
+            raise ValueError(f"c must be positive, got {c}")
+        self.c, self.eps, self.momentum = c, eps, momentum
+        self.weight = nn.Parameter(torch.ones(c))
+        self.bias = nn.Parameter(torch.zeros(c))
+        self.register_buffer("running_mean", torch.zeros(c))
+        self.register_buffer("running_var", torch.ones(c))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return batch_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias,
+            training=self.training, momentum=self.momentum, eps=self.eps,
+        )
+
+    def extra_repr(self) -> str:
+        return f"{self.c}, eps={self.eps}, momentum={self.momentum}"
+
+
+def make_norm(kind: str, d: int, eps: float = 1e-5) -> nn.Module:
+    """Build a norm by name: ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"`` or ``"none"``.
+
+    Models that take a ``norm=`` switch call this so every experiment spells the kinds the same.
+    """
+    kinds = {
+        "layernorm": lambda: LayerNorm(d, eps),
+        "rmsnorm": lambda: RMSNorm(d, eps),
+        "batchnorm": lambda: BatchNorm1d(d, eps),
+        "none": nn.Identity,
+    }
+    try:
+        return kinds[kind.lower()]()
+    except KeyError:
+        raise ValueError(f"unknown norm {kind!r}; choose one of {sorted(kinds)}") from None
