@@ -32,7 +32,7 @@ def pick_device(prefer: str | None = None):
 
 
 def preset_name(device=None) -> str:
-    """``"cuda"`` or ``"cpu"``: NORMEDU_PRESET if set, else the type of ``device`` (or the default)."""
+    """``"cuda"`` or ``"cpu"``: NORMEDU_PRESET if set, else the type of ``device``."""
     forced = os.environ.get("NORMEDU_PRESET")
     if forced:
         if forced not in PRESETS:

@@ -14,8 +14,9 @@ Conventions (shared by every function here, and identical to PyTorch's):
   "0.9 on the old value" convention of some texts is the same update written the other way.
 * The variance is computed in two passes (subtract the mean, then square), which stays
   accurate for rows with a large offset where ``E[x^2] - E[x]^2`` cancels catastrophically.
-* float16 inputs are computed in float32 and returned as float16; float32 stays float32
-  and float64 stays float64. Integer inputs are promoted to float64.
+* Results come back in the input's dtype. float16 inputs are computed in float32, float32
+  inputs in float64 (a reference should be exact for the inputs it is given), float64 in
+  float64. Integer inputs are promoted to float64.
 * A constant row normalizes to exact zeros (never NaN), also with ``eps=0``.
 
 Shapes:
@@ -63,9 +64,14 @@ def _as_float(x: ArrayLike, name: str) -> tuple[Array, np.dtype]:
         )
     out_dtype = arr.dtype
     # Half precision has ~3 significant digits: sums over hundreds of features would be
-    # dominated by rounding, so accumulate in float32 as every framework does.
+    # dominated by rounding, so accumulate in float32 as every framework does. float32 is
+    # computed in float64: this is a reference, and a float32 mean cannot even represent the
+    # mean of a row at offset 1e6 to better than 0.06 (torch's float32 CPU kernel is off by
+    # ~0.1 there), while float64 arithmetic on the same inputs is exact to ~1e-9.
     if arr.dtype.itemsize < 4:
         arr = arr.astype(np.float32)
+    elif arr.dtype == np.float32:
+        arr = arr.astype(np.float64)
     return arr, out_dtype
 
 
@@ -106,13 +112,17 @@ def _rstd(var: Array, eps: float) -> Array:
 
 
 def _center(x: Array, axis) -> tuple[Array, Array]:
-    """Return ``(x - mean, mean)`` with exact zeros on constant slices.
+    """Return ``(x - mean, mean)``, accurate for large offsets, exact zeros on constant slices.
 
     The mean of a constant row is not always bit-identical to its elements (0.1 * 3 / 3 !=
     0.1 in binary), so without the mask a constant row would come out as rounding noise
     amplified by 1/sqrt(eps) rather than as zeros.
     """
     mu = np.mean(x, axis=axis, keepdims=True)
+    # One refinement pass (the "corrected two-pass" algorithm): in float32 a row with mean
+    # 1e6 sums to ~1e8, where the rounding of the sum alone shifts the mean by ~0.06. The
+    # residual mean of x - mu is computed on small numbers and removes that error.
+    mu = mu + np.mean(x - mu, axis=axis, keepdims=True)
     centered = x - mu
     constant = np.max(x, axis=axis, keepdims=True) == np.min(x, axis=axis, keepdims=True)
     return np.where(constant, 0.0, centered).astype(x.dtype, copy=False), mu
@@ -291,7 +301,9 @@ def rms_norm_jacobian(x: ArrayLike, eps: float = 1e-5) -> Array:
     d = _check_last_axis(xf)
     rstd = _rstd(np.mean(xf * xf, axis=-1, keepdims=True), eps)
     x_hat = xf * rstd
-    jac = rstd[..., None] * (np.eye(d, dtype=xf.dtype) - x_hat[..., :, None] * x_hat[..., None, :] / d)
+    jac = rstd[..., None] * (
+        np.eye(d, dtype=xf.dtype) - x_hat[..., :, None] * x_hat[..., None, :] / d
+    )
     return jac.astype(out_dtype, copy=False)
 
 
@@ -352,7 +364,9 @@ def batch_norm(
     axes, c, bshape = _bn_axes(xf)
     g = _check_feature_param(gamma, c, "gamma", xf.shape, "the channel axis (axis 1)")
     b = _check_feature_param(beta, c, "beta", xf.shape, "the channel axis (axis 1)")
-    rm = _check_feature_param(running_mean, c, "running_mean", xf.shape, "the channel axis (axis 1)")
+    rm = _check_feature_param(
+        running_mean, c, "running_mean", xf.shape, "the channel axis (axis 1)"
+    )
     rv = _check_feature_param(running_var, c, "running_var", xf.shape, "the channel axis (axis 1)")
     if (rm is None) != (rv is None):
         raise ValueError("pass both running_mean and running_var, or neither")

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 VERDICTS = ("confirmed", "depends", "not reproduced", "cited")
 
@@ -62,7 +62,9 @@ class Claim:
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r} for claim {self.id!r}")
+            raise ValueError(
+                f"verdict must be one of {VERDICTS}, got {self.verdict!r} for claim {self.id!r}"
+            )
         for name in ("id", "chapter", "claim", "source", "measured"):
             if not str(getattr(self, name)).strip():
                 raise ValueError(f"claim {self.id!r}: field {name!r} must not be empty")
@@ -105,7 +107,10 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(claims: list[Claim], columns: tuple[str, ...] = ("claim", "source", "measured", "device", "verdict")) -> str:
+def to_markdown(
+    claims: list[Claim],
+    columns: tuple[str, ...] = ("claim", "source", "measured", "device", "verdict"),
+) -> str:
     """Render claims as a Markdown table (for ``IPython.display.Markdown``)."""
     head = "| " + " | ".join(c.capitalize() for c in columns) + " |"
     rule = "|" + "---|" * len(columns)
@@ -152,7 +157,9 @@ def check(chapter: str, directory: Path | None = None) -> list[Claim]:
     """Run ``chapter``'s registered checks, store them, and return the claims."""
     registered()
     if chapter not in _CHECKS:
-        raise KeyError(f"no claim checks registered for chapter {chapter!r}; known: {sorted(_CHECKS)}")
+        raise KeyError(
+            f"no claim checks registered for chapter {chapter!r}; known: {sorted(_CHECKS)}"
+        )
     found = _CHECKS[chapter]()
     wrong = [c.id for c in found if c.chapter != chapter]
     if wrong:
@@ -160,10 +167,18 @@ def check(chapter: str, directory: Path | None = None) -> list[Claim]:
     return record(*found, directory=directory)
 
 
-def collect(order: list[str] | None = None, directory: Path | None = None) -> list[Claim]:
-    """Every chapter's claims: stored records where present, else computed now."""
+def collect(
+    order: list[str] | None = None,
+    directory: Path | None = None,
+    chapters: list[str] | None = None,
+) -> list[Claim]:
+    """Claims of ``chapters`` (default: every registered one), in ``order``.
+
+    Stored records are used where present; a chapter without records is checked now.
+    """
     directory = Path(directory) if directory else ledger_dir()
-    for chapter in registered():
+    wanted = chapters if chapters is not None else registered()
+    for chapter in wanted:
         if not (directory / f"{chapter}.json").exists():
             check(chapter, directory=directory)
-    return load(directory, order=order or registered())
+    return [c for c in load(directory, order=order or wanted) if c.chapter in wanted]

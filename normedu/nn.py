@@ -17,12 +17,22 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["layer_norm", "rms_norm", "batch_norm", "LayerNorm", "RMSNorm", "BatchNorm1d", "make_norm"]
+__all__ = [
+    "layer_norm",
+    "rms_norm",
+    "batch_norm",
+    "LayerNorm",
+    "RMSNorm",
+    "BatchNorm1d",
+    "make_norm",
+]
 
 
 def _upcast(x: Tensor) -> Tensor:
     if not torch.is_floating_point(x):
-        raise TypeError(f"expected a floating-point tensor, got dtype {x.dtype} (shape {tuple(x.shape)})")
+        raise TypeError(
+            f"expected a floating-point tensor, got dtype {x.dtype} (shape {tuple(x.shape)})"
+        )
     # Half-precision reductions over hundreds of features lose most of their digits.
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
@@ -41,7 +51,9 @@ def _check_last(x: Tensor) -> int:
     return x.shape[-1]
 
 
-def layer_norm(x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+def layer_norm(
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
     """LayerNorm over the last axis: x (..., D), weight/bias (D,) or None -> (..., D)."""
     d = _check_last(x)
     _check_param(weight, d, "weight", x, "the last axis")
@@ -86,7 +98,12 @@ def batch_norm(
     if x.dim() < 2:
         raise ValueError(f"batch_norm needs x of shape (N, C) or (N, C, L), got {tuple(x.shape)}")
     c = x.shape[1]
-    for p, name in ((weight, "weight"), (bias, "bias"), (running_mean, "running_mean"), (running_var, "running_var")):
+    for p, name in (
+        (weight, "weight"),
+        (bias, "bias"),
+        (running_mean, "running_mean"),
+        (running_var, "running_var"),
+    ):
         _check_param(p, c, name, x, "the channel axis (axis 1)")
     xf = _upcast(x)
     axes = [0] + list(range(2, x.dim()))
@@ -94,14 +111,19 @@ def batch_norm(
     if training:
         m = x.numel() // c
         if m < 2:
-            raise ValueError(f"training-mode batch_norm needs more than 1 value per channel, got {tuple(x.shape)}")
+            raise ValueError(
+                f"training-mode batch_norm needs more than 1 value per channel, "
+                f"got {tuple(x.shape)}"
+            )
         mean = xf.mean(dim=axes, keepdim=True)
         centered = xf - mean
         var = (centered * centered).mean(dim=axes, keepdim=True)
         out = centered * torch.rsqrt(var + eps)
         if running_mean is not None and running_var is not None:
             with torch.no_grad():
-                running_mean.mul_(1 - momentum).add_(momentum * mean.reshape(c).to(running_mean.dtype))
+                running_mean.mul_(1 - momentum).add_(
+                    momentum * mean.reshape(c).to(running_mean.dtype)
+                )
                 unbiased = var.reshape(c) * (m / (m - 1))
                 running_var.mul_(1 - momentum).add_(momentum * unbiased.to(running_var.dtype))
     else:
@@ -116,7 +138,7 @@ def batch_norm(
 
 
 class LayerNorm(nn.Module):
-    """LayerNorm over the last axis with learnable ``weight`` (gamma, ones) and ``bias`` (beta, zeros).
+    """LayerNorm over the last axis; learnable ``weight`` (gamma, ones), ``bias`` (beta, zeros).
 
     Parameters: 2 * d (d with ``bias=False``). Input (..., d) -> output (..., d).
     """
@@ -177,8 +199,14 @@ class BatchNorm1d(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return batch_norm(
-            x, self.running_mean, self.running_var, self.weight, self.bias,
-            training=self.training, momentum=self.momentum, eps=self.eps,
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            training=self.training,
+            momentum=self.momentum,
+            eps=self.eps,
         )
 
     def extra_repr(self) -> str:

@@ -20,7 +20,10 @@ def _git_commit() -> str | None:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
             cwd=Path(__file__).resolve().parent,
-            capture_output=True, text=True, timeout=5, check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -31,7 +34,11 @@ def device_name(device: str | None = None) -> str:
     """Human-readable name of a torch device: the GPU model, or the CPU model and thread count."""
     import torch
 
-    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = (
+        torch.device(device)
+        if device
+        else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    )
     if dev.type == "cuda":
         return torch.cuda.get_device_name(dev)
     cpu = platform.processor() or platform.machine()
@@ -55,7 +62,9 @@ def provenance(command: str | list[str] | None = None, device: str | None = None
     import torch
 
     if command is None:
-        command = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else ["python"]
+        command = (
+            [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv and sys.argv[0] else ["python"]
+        )
     if isinstance(command, list):
         command = shlex.join(command)
     return {

@@ -32,7 +32,9 @@ def load_stored(name: str, kind: str = "gpu") -> dict[str, Any] | None:
     return record
 
 
-def save_stored(name: str, data: Any, kind: str = "gpu", command: str | None = None, device=None) -> Path:
+def save_stored(
+    name: str, data: Any, kind: str = "gpu", command: str | None = None, device=None
+) -> Path:
     """Write ``data`` (JSON-serialisable) with provenance to ``results/<kind>/<name>.json``."""
     path = stored_path(name, kind)
     path.parent.mkdir(parents=True, exist_ok=True)

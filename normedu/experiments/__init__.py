@@ -1,0 +1,1 @@
+"""Scale experiments, one module per experiment; each picks its size with normedu.device.choose."""

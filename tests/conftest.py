@@ -1,0 +1,48 @@
+"""Shared fixtures.
+
+The book is built once per test session by :func:`book_html`. Under pytest-xdist every test
+that uses it must carry ``@pytest.mark.xdist_group("book")`` so that they all land on the
+same worker (``make test`` runs ``-n 2 --dist loadgroup``) and the build happens once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def run_book_build(
+    out: Path | None = None, extra: list[str] | None = None
+) -> subprocess.CompletedProcess:
+    """``jupyter-book build . -W -n --keep-going`` exactly as ``make book`` runs it."""
+    cmd = [str(BIN / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going", *(extra or [])]
+    if out is not None:
+        cmd += ["--path-output", str(out)]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=1800)
+
+
+@pytest.fixture(scope="session")
+def book_build() -> subprocess.CompletedProcess:
+    """The result of building the whole book into ``_build/`` (with the execution cache)."""
+    return run_book_build()
+
+
+@pytest.fixture(scope="session")
+def book_html(book_build) -> Path:
+    """Path to the built ``_build/html``; fails the test with the build log if the build failed."""
+    if book_build.returncode != 0:
+        reports = sorted((REPO / "_build" / "html" / "reports").glob("**/*.err.log"))
+        tails = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in reports)
+        pytest.fail(
+            f"book build failed (exit {book_build.returncode}):\n"
+            f"{book_build.stdout[-6000:]}\n{book_build.stderr[-6000:]}\n{tails}"
+        )
+    return REPO / "_build" / "html"

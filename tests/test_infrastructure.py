@@ -1,0 +1,108 @@
+"""normedu.device, normedu.results, normedu.provenance and normedu.ledger."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from normedu import device, ledger, results
+from normedu.provenance import provenance
+
+
+def test_choose_picks_preset_from_env_and_device(monkeypatch):
+    sizes = {"cpu": 1, "cuda": 2}
+    monkeypatch.setenv("NORMEDU_PRESET", "cuda")
+    assert device.choose(sizes) == 2
+    monkeypatch.setenv("NORMEDU_PRESET", "cpu")
+    assert device.choose(sizes) == 1
+    monkeypatch.delenv("NORMEDU_PRESET")
+    assert device.choose(sizes, device="cpu") == 1
+    assert device.choose(sizes, device="cuda:0") == 2
+    monkeypatch.setenv("NORMEDU_PRESET", "tpu")
+    with pytest.raises(ValueError, match="NORMEDU_PRESET"):
+        device.choose(sizes)
+
+
+def test_choose_requires_both_presets():
+    with pytest.raises(ValueError, match="missing"):
+        device.choose({"cpu": 1})
+
+
+def test_provenance_has_the_fields_a_reader_needs():
+    p = provenance(["python", "-m", "normedu.bench", "--quick"], device="cpu")
+    for key in ("device", "torch", "threads", "date", "command", "python"):
+        assert p[key] not in (None, ""), key
+    assert p["command"] == "python -m normedu.bench --quick"
+    assert p["device"].startswith("CPU")
+
+
+def test_stored_results_roundtrip_and_absence(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    assert results.load_stored("nothing") is None
+    path = results.save_stored("demo", {"x": [1, 2]}, command="python -m demo", device="cpu")
+    assert path == tmp_path / "gpu" / "demo.json"
+    rec = results.load_stored("demo")
+    assert rec["data"] == {"x": [1, 2]}
+    assert rec["provenance"]["command"] == "python -m demo"
+    path.write_text(json.dumps({"data": 1}))
+    with pytest.raises(ValueError, match="provenance"):
+        results.load_stored("demo")
+
+
+def make_claim(i: str, chapter: str = "ch", verdict: str = "confirmed") -> ledger.Claim:
+    return ledger.Claim(
+        id=i,
+        chapter=chapter,
+        claim=f"claim {i}",
+        source="Someone (2020)",
+        measured="1.0",
+        verdict=verdict,
+    )
+
+
+def test_ledger_records_merge_by_id_and_render(tmp_path):
+    ledger.record(make_claim("a"), make_claim("b", verdict="depends"), directory=tmp_path)
+    ledger.record(
+        make_claim("a", verdict="not reproduced"),
+        make_claim("c", chapter="other"),
+        directory=tmp_path,
+    )
+    claims = ledger.load(tmp_path, order=["other", "ch"])
+    assert [c.id for c in claims] == ["c", "a", "b"]
+    assert claims[1].verdict == "not reproduced"
+    table = ledger.to_markdown(claims)
+    assert table.count("\n") == 4 and "| claim a |" in table
+    assert ledger.summary(claims) == {"confirmed": 1, "depends": 1, "not reproduced": 1, "cited": 0}
+
+
+def test_ledger_rejects_bad_claims():
+    with pytest.raises(ValueError, match="verdict"):
+        make_claim("x", verdict="maybe")
+    with pytest.raises(ValueError, match="source"):
+        ledger.Claim(id="x", chapter="c", claim="c", source=" ", measured="1", verdict="cited")
+
+
+def test_ledger_check_and_collect_compute_missing_chapters(tmp_path, monkeypatch):
+    calls = []
+
+    @ledger.claims_for("zz_test_chapter")
+    def _checks():
+        calls.append(1)
+        return [make_claim("t1", chapter="zz_test_chapter")]
+
+    try:
+        out = ledger.collect(directory=tmp_path, chapters=["zz_test_chapter"])
+        assert any(c.id == "t1" for c in out)
+        n = len(calls)
+        ledger.collect(
+            directory=tmp_path, chapters=["zz_test_chapter"]
+        )  # stored now: not recomputed
+        assert len(calls) == n
+    finally:
+        ledger._CHECKS.pop("zz_test_chapter")
+
+
+def test_verdict_within():
+    assert ledger.verdict_within(11.47, 11.5, 0.01) == "confirmed"
+    assert ledger.verdict_within(10.0, 11.5, 0.01) == "not reproduced"

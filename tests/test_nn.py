@@ -1,0 +1,110 @@
+"""normedu.nn (textbook torch norms) against torch.nn / torch.nn.functional."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as TF
+
+from normedu import nn as nnu
+
+
+def randn(*shape, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype)
+
+
+@pytest.mark.parametrize("shape", [(3, 8), (2, 5, 16), (2, 2, 3, 7)])
+def test_layer_norm_module_matches_torch_forward_and_backward(shape):
+    d = shape[-1]
+    mine = nnu.LayerNorm(d).double()
+    ref = torch.nn.LayerNorm(d).double()
+    with torch.no_grad():
+        w, b = randn(d, seed=1), randn(d, seed=2)
+        mine.weight.copy_(w), mine.bias.copy_(b), ref.weight.copy_(w), ref.bias.copy_(b)
+    x1 = (randn(*shape, seed=3) * 3 + 2).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    up = randn(*shape, seed=4)
+    y1, y2 = mine(x1), ref(x2)
+    torch.testing.assert_close(y1, y2)
+    y1.backward(up), y2.backward(up)
+    torch.testing.assert_close(x1.grad, x2.grad)
+    torch.testing.assert_close(mine.weight.grad, ref.weight.grad)
+    torch.testing.assert_close(mine.bias.grad, ref.bias.grad)
+
+
+@pytest.mark.parametrize("shape", [(3, 8), (2, 5, 16)])
+def test_rms_norm_module_matches_torch(shape):
+    d = shape[-1]
+    mine = nnu.RMSNorm(d, eps=1e-5).double()
+    ref = torch.nn.RMSNorm(d, eps=1e-5).double()
+    with torch.no_grad():
+        w = randn(d, seed=5)
+        mine.weight.copy_(w), ref.weight.copy_(w)
+    x1 = randn(*shape, seed=6).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    up = randn(*shape, seed=7)
+    y1, y2 = mine(x1), ref(x2)
+    torch.testing.assert_close(y1, y2)
+    y1.backward(up), y2.backward(up)
+    torch.testing.assert_close(x1.grad, x2.grad)
+    torch.testing.assert_close(mine.weight.grad, ref.weight.grad)
+
+
+@pytest.mark.parametrize("shape", [(16, 4), (8, 4, 5)])
+def test_batch_norm_module_matches_torch_over_steps_and_in_eval(shape):
+    mine = nnu.BatchNorm1d(4).double()
+    ref = torch.nn.BatchNorm1d(4).double()
+    for step in range(5):
+        x = randn(*shape, seed=10 + step) * (step + 1) + step
+        torch.testing.assert_close(mine(x), ref(x))
+    torch.testing.assert_close(mine.running_mean, ref.running_mean)
+    torch.testing.assert_close(mine.running_var, ref.running_var)
+    mine.eval(), ref.eval()
+    x = randn(2, *shape[1:], seed=99)
+    torch.testing.assert_close(mine(x), ref(x))
+
+
+def test_batch_norm_backward_matches_torch():
+    x1 = (randn(8, 3, 4, seed=1) * 2).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    up = randn(8, 3, 4, seed=2)
+    nnu.batch_norm(x1, None, None, training=True).backward(up)
+    TF.batch_norm(x2, None, None, training=True).backward(up)
+    torch.testing.assert_close(x1.grad, x2.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_inputs_computed_in_float32(dtype):
+    x = (randn(4, 256, seed=3, dtype=torch.float32) * 4 + 30).to(dtype)
+    out = nnu.layer_norm(x)
+    assert out.dtype == dtype
+    ref = TF.layer_norm(x.float(), (256,)).to(dtype)
+    torch.testing.assert_close(out, ref, atol=1e-2, rtol=1e-2)
+    assert nnu.rms_norm(x).dtype == dtype
+
+
+def test_parameter_counts_match_the_comparison_table():
+    d = 768
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(nnu.LayerNorm(d)) == 2 * d == count(torch.nn.LayerNorm(d))
+    assert count(nnu.RMSNorm(d)) == d == count(torch.nn.RMSNorm(d))
+    bn = nnu.BatchNorm1d(d)
+    assert count(bn) == 2 * d
+    assert sum(b.numel() for b in bn.buffers()) == 2 * d
+
+
+def test_make_norm_and_errors():
+    assert isinstance(nnu.make_norm("LayerNorm", 4), nnu.LayerNorm)
+    assert isinstance(nnu.make_norm("rmsnorm", 4), nnu.RMSNorm)
+    assert isinstance(nnu.make_norm("none", 4), torch.nn.Identity)
+    with pytest.raises(ValueError, match="unknown norm 'groupnorm'"):
+        nnu.make_norm("groupnorm", 4)
+    with pytest.raises(ValueError, match=r"weight has shape \(3,\), expected \(4,\)"):
+        nnu.layer_norm(torch.ones(2, 4), torch.ones(3))
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nnu.batch_norm(torch.ones(1, 4), None, None, training=True)
+    with pytest.raises(TypeError, match="floating-point"):
+        nnu.layer_norm(torch.ones(2, 4, dtype=torch.int64))
+    with pytest.raises(ValueError, match="non-empty last"):
+        nnu.rms_norm(torch.ones(2, 0))
