@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg", force=False)
-
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+# No matplotlib.use() here: choosing a backend at import would override the notebook's inline
+# backend and figures would print as "<Figure ...>" text. Detached Figures need no backend.
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 #: One colour per concept, used by every chapter (colour-blind-safe Okabe-Ito palette).
 COLORS: dict[str, str] = {

@@ -1,0 +1,492 @@
+"""Chapter 2 experiments: BatchNorm's training/inference modes and its failure modes.
+
+Every runner is deterministic and cached (:func:`functools.lru_cache`), so the chapter and its
+claim checks share one computation. The batch-size sweep is the scale-dependent one: its
+:data:`SIZES` preset trains longer, on more batch sizes and seeds on a CUDA machine.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..data import digits
+from ..device import choose, pick_device
+from ..mlp import deep_mlp
+from ..nn import BatchNorm1d, LayerNorm
+from . import scale_experiment
+
+__all__ = [
+    "SweepSize",
+    "SIZES",
+    "WU_HE_2018",
+    "train_mlp",
+    "batch_size_sweep",
+    "small_cnn",
+    "eval_mode_demo",
+    "distribution_shift",
+    "padding_demo",
+    "online_demo",
+    "syncbn_simulation",
+    "causal_leak_demo",
+    "running_average_trace",
+    "expected_local_var_ratio",
+    "rms_mean_error",
+]
+
+
+@dataclass(frozen=True)
+class SweepSize:
+    """Batch-size sweep sizes: batch sizes, epochs per run, seeds averaged, MLP depth/width."""
+
+    batch_sizes: tuple[int, ...]
+    epochs: int
+    seeds: tuple[int, ...]
+    depth: int
+    width: int
+
+
+SIZES = {
+    # One epoch keeps the chapter under a minute on a laptop CPU; batch 2 alone is 673 steps.
+    "cpu": SweepSize((2, 4, 8, 16, 32), 1, (0,), 3, 64),
+    "cuda": SweepSize((2, 4, 8, 16, 32, 64, 128), 10, (0, 1, 2), 3, 64),
+}
+
+#: ResNet-50 on ImageNet, top-1 validation error (%) vs images per GPU, from Wu & He,
+#: "Group Normalization", ECCV 2018, Figure 1 / Table 2 (BN 23.6 at 32, 34.7 at 2).
+WU_HE_2018 = {"batchnorm": {32: 23.6, 2: 34.7}}
+
+#: Learning rate per 32 samples; scaled linearly with the batch size (as Wu & He do).
+BASE_LR = 0.05
+
+
+@lru_cache(maxsize=64)
+def train_mlp(
+    norm: str, batch: int, epochs: int = 2, seed: int = 0, depth: int = 3, width: int = 64
+):
+    """Train a ReLU MLP on digits with SGD (momentum 0.9, lr = 0.05 * batch / 32).
+
+    Returns ``(model, test_error)``: the model in eval mode and its error on the 450 test
+    digits (a fraction in [0, 1]). Incomplete last batches are dropped (a batch of 1 cannot be
+    batch-normalized in training mode).
+    """
+    dev = pick_device()
+    data = digits().to(dev)
+    torch.manual_seed(seed)
+    model = deep_mlp(64, width, 10, depth, norm=norm, act="relu", seed=seed).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=BASE_LR * batch / 32, momentum=0.9)
+    gen = torch.Generator().manual_seed(seed + 1)
+    n = len(data.x_train)
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=gen)
+        for i in range(0, n - batch + 1, batch):
+            idx = perm[i : i + batch]
+            loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    model.eval()
+    with torch.no_grad():
+        err = float((model(data.x_test).argmax(1) != data.y_test).float().mean())
+    return model, err
+
+
+@lru_cache(maxsize=4)
+def batch_size_sweep(
+    norms: tuple[str, ...] = ("batchnorm", "groupnorm", "layernorm"), preset: str | None = None
+) -> dict:
+    """Test error vs training batch size for each norm (same epochs, linearly scaled lr).
+
+    ``preset`` picks :data:`SIZES` explicitly (default: :func:`normedu.device.choose`).
+
+    Returns ``{"batch_sizes": [...], "epochs": int, "seeds": [...], "<norm>": [mean error per
+    batch size], "<norm>_all": [[error per seed] per batch size]}``.
+    """
+    size = choose(SIZES)
+    out: dict = {
+        "batch_sizes": list(size.batch_sizes),
+        "epochs": size.epochs,
+        "seeds": list(size.seeds),
+    }
+    # tqdm.std writes a text bar to stderr (the book removes stderr); tqdm.auto would draw an
+    # ipywidget that a static page shows as raw JSON.
+    from tqdm.std import tqdm
+
+    bar = tqdm(
+        total=len(norms) * len(size.batch_sizes) * len(size.seeds),
+        desc="batch-size sweep",
+        leave=False,
+        file=sys.stderr,
+    )
+    for norm in norms:
+        per = []
+        for b in size.batch_sizes:
+            errs = []
+            for s in size.seeds:
+                errs.append(train_mlp(norm, b, size.epochs, s, size.depth, size.width)[1])
+                bar.update()
+            per.append(errs)
+        out[norm] = [float(np.mean(p)) for p in per]
+        out[f"{norm}_all"] = per
+    bar.close()
+    return out
+
+
+def small_cnn(seed: int = 0) -> nn.Sequential:
+    """A 3-conv CNN for 8x8 digits: (N, 1, 8, 8) -> (N, 10) logits, BatchNorm2d after each conv.
+
+    Feature maps shrink 8x8 -> 4x4 -> 2x2, so in training mode at batch 1 the last BatchNorm
+    has only 4 values per channel to take statistics from.
+    """
+    torch.manual_seed(seed)
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 16, 3, padding=1, stride=2),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, padding=1, stride=2),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(32 * 2 * 2, 10),
+    )
+
+
+@lru_cache(maxsize=2)
+def eval_mode_demo(seed: int = 0) -> dict:
+    """Train the small CNN, then evaluate it in the right and the wrong mode.
+
+    Returns test accuracies (fractions): ``eval_full`` (eval mode, one batch of 450),
+    ``eval_batch1`` (eval mode, one image at a time: identical predictions),
+    ``train_batch1`` (training mode, one image at a time: BN normalizes each image with its own
+    8x8 spatial statistics), ``train_batch8`` (training mode, batches of 8),
+    ``train_sorted8`` (training mode, batches of 8 images of the same digit), and
+    ``eval_after`` (eval mode again after the training-mode passes, whose running-average updates
+    have overwritten the buffers), plus ``max_logit_diff_eval`` (max |logit difference| between
+    eval mode one-at-a-time and batched).
+    """
+    data = digits()
+    xtr, xte = data.x_train.reshape(-1, 1, 8, 8), data.x_test.reshape(-1, 1, 8, 8)
+    model = small_cnn(seed)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(seed + 1)
+    for _ in range(3):
+        perm = torch.randperm(len(xtr), generator=gen)
+        for i in range(0, len(xtr) - 31, 32):
+            idx = perm[i : i + 32]
+            loss = F.cross_entropy(model(xtr[idx]), data.y_train[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    def acc(logits):
+        return float((logits.argmax(1) == data.y_test).float().mean())
+
+    out = {}
+    with torch.no_grad():
+        model.eval()
+        full = model(xte)
+        one = torch.cat([model(xte[i : i + 1]) for i in range(len(xte))])
+        out["eval_full"], out["eval_batch1"] = acc(full), acc(one)
+        out["max_logit_diff_eval"] = float((full - one).abs().max())
+        model.train()  # the mistake: inference in training mode
+        out["train_batch1"] = acc(torch.cat([model(xte[i : i + 1]) for i in range(len(xte))]))
+        out["train_batch8"] = acc(torch.cat([model(xte[i : i + 8]) for i in range(0, len(xte), 8)]))
+        # Batches that are not a random sample: 8 images of the same digit at a time.
+        order = torch.argsort(data.y_test, stable=True)
+        sorted_logits = torch.cat([model(xte[order[i : i + 8]]) for i in range(0, len(xte), 8)])
+        out["train_sorted8"] = float((sorted_logits.argmax(1) == data.y_test[order]).float().mean())
+        model.eval()
+        out["eval_after"] = acc(model(xte))
+    return out
+
+
+@lru_cache(maxsize=2)
+def distribution_shift(contrast: float = 0.5, brightness: float = 1.0) -> dict:
+    """Test accuracy when test inputs are ``contrast * x + brightness`` (standardized pixels).
+
+    Uses the batch-32 MLPs of the sweep. Returns fractions: ``bn_clean``, ``bn_shift`` (eval
+    mode, running statistics from the clean training data), ``bn_recalibrated`` (running
+    statistics re-estimated on the shifted test inputs, "AdaBN" of Li et al. 2016/2018),
+    ``ln_clean`` and ``ln_shift``.
+    """
+    size = choose(SIZES)
+    data = digits().to(pick_device())
+    x_shift = contrast * data.x_test + brightness
+    res = {}
+    # Train (or fetch from the cache) outside no_grad: training needs autograd.
+    models = {
+        n: train_mlp(n, 32, size.epochs, 0, size.depth, size.width)
+        for n in ("batchnorm", "layernorm")
+    }
+    with torch.no_grad():
+        for norm, key in (("batchnorm", "bn"), ("layernorm", "ln")):
+            model, err = models[norm]
+            res[f"{key}_clean"] = 1 - err
+            res[f"{key}_shift"] = float((model(x_shift).argmax(1) == data.y_test).float().mean())
+        model = _clone(models["batchnorm"][0])
+        for m in model.modules():
+            if isinstance(m, BatchNorm1d):
+                m.momentum = 1.0  # one pass over the shifted set replaces the statistics
+        model.train()
+        model(x_shift)
+        model.eval()
+        res["bn_recalibrated"] = float((model(x_shift).argmax(1) == data.y_test).float().mean())
+    return res
+
+
+def _clone(model: nn.Module) -> nn.Module:
+    import copy
+
+    return copy.deepcopy(model)
+
+
+def padding_demo(
+    d: int = 8, lengths_a=(6, 5, 4, 6), lengths_b=(6, 40, 40, 40), seed: int = 0
+) -> dict:
+    """The same sequence batch-normalized with short vs long (zero-padded) batchmates.
+
+    Sequence 0 (length ``lengths_a[0] == lengths_b[0]``) is identical in both batches; its
+    batchmates differ. Tensors are (N, C=d, L) for BatchNorm (statistics over N and L, pads
+    included, as a plain ``BatchNorm1d`` does) and (N, L, d) for LayerNorm.
+
+    Returns ``bn_max_diff`` and ``ln_max_diff``: max |output difference| over sequence 0's real
+    tokens between the two batches; ``pad_share_a``, ``pad_share_b``: fraction of the values in
+    BatchNorm's statistics that are padding; ``masked_bn_max_diff``: the same difference for a
+    BatchNorm that excludes pads from its statistics (still depends on the batchmates).
+    """
+    if lengths_a[0] != lengths_b[0]:
+        raise ValueError(
+            f"sequence 0 must have the same length in both batches, got {lengths_a[0]} and "
+            f"{lengths_b[0]}"
+        )
+    gen = torch.Generator().manual_seed(seed)
+    seq0 = torch.randn(lengths_a[0], d, generator=gen) + 1.0
+
+    def batch(lengths):
+        L = max(lengths)
+        x = torch.zeros(len(lengths), L, d)
+        mask = torch.zeros(len(lengths), L, dtype=torch.bool)
+        x[0, : lengths[0]] = seq0
+        mask[0, : lengths[0]] = True
+        for i, n in enumerate(lengths[1:], start=1):
+            x[i, :n] = torch.randn(n, d, generator=gen) + 1.0
+            mask[i, :n] = True
+        return x, mask
+
+    xa, ma = batch(lengths_a)
+    xb, mb = batch(lengths_b)
+    bn = BatchNorm1d(d)
+    ln = LayerNorm(d)
+    n0 = lengths_a[0]
+    with torch.no_grad():
+        ya = bn(xa.transpose(1, 2)).transpose(1, 2)[0, :n0]
+        yb = bn(xb.transpose(1, 2)).transpose(1, 2)[0, :n0]
+        la, lb = ln(xa)[0, :n0], ln(xb)[0, :n0]
+
+        def masked_bn(x, m):
+            vals = x[m]  # (tokens, d): real tokens only
+            mu, var = vals.mean(0), vals.var(0, unbiased=False)
+            return ((x - mu) / torch.sqrt(var + 1e-5))[0, :n0]
+
+        mdiff = float((masked_bn(xa, ma) - masked_bn(xb, mb)).abs().max())
+    return {
+        "bn_max_diff": float((ya - yb).abs().max()),
+        "ln_max_diff": float((la - lb).abs().max()),
+        "masked_bn_max_diff": mdiff,
+        "pad_share_a": float(1 - ma.float().mean()),
+        "pad_share_b": float(1 - mb.float().mean()),
+    }
+
+
+@lru_cache(maxsize=2)
+def online_demo(seed: int = 0) -> dict:
+    """Learning from a stream, one example at a time (no batch to average over).
+
+    Returns ``bn_error`` (the message training-mode BatchNorm raises on a batch of one, from
+    normedu and from torch), and ``ln_online_acc``: test accuracy of a LayerNorm MLP after one
+    pass of per-example SGD over the training digits.
+    """
+    data = digits()
+    msgs = {}
+    x1 = data.x_train[:1]
+    for name, bn in (("normedu", BatchNorm1d(64)), ("torch", nn.BatchNorm1d(64))):
+        bn.train()
+        try:
+            bn(x1)
+            msgs[name] = "(no error)"
+        except (ValueError, RuntimeError) as e:
+            msgs[name] = str(e).split("\n")[0]
+    model = deep_mlp(64, 64, 10, 3, norm="layernorm", act="relu", seed=seed)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(len(data.x_train)):
+        loss = F.cross_entropy(model(data.x_train[i : i + 1]), data.y_train[i : i + 1])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        acc = float((model(data.x_test).argmax(1) == data.y_test).float().mean())
+    return {"bn_error": msgs, "ln_online_acc": acc}
+
+
+@lru_cache(maxsize=2)
+def syncbn_simulation(
+    per_device: tuple[int, ...] = (2, 4, 8, 16, 32, 64),
+    devices: int = 8,
+    channels: int = 64,
+    trials: int = 200,
+    seed: int = 0,
+) -> dict:
+    """Local BatchNorm vs SyncBN statistics, simulated on one machine.
+
+    Each trial draws a global batch of ``devices * m`` values per channel from N(mu_c, s_c^2)
+    (known population) and splits it into ``devices`` shards of ``m``.
+
+    - Local BN: each shard uses its own mean and biased variance.
+    - SyncBN: the shards all-reduce ``(count, sum, sum of squares)``; everyone then uses the
+      global-batch statistics. We compute them that way and compare with the direct statistics
+      of the concatenated batch (``sync_max_diff``, float64 rounding only).
+
+    Returns per ``m``: ``local_var_ratio`` (mean of local variance / population variance;
+    theory (m-1)/m), ``sync_var_ratio`` (theory (Dm-1)/(Dm)), ``local_mean_err`` and
+    ``sync_mean_err`` (RMS error of the mean estimate in population stds; theory 1/sqrt(m) and
+    1/sqrt(Dm)), plus ``sync_max_diff`` and ``allreduce_floats`` (2 * channels + 1 per layer).
+    """
+    gen = torch.Generator().manual_seed(seed)
+    mu = torch.randn(channels, generator=gen, dtype=torch.float64) * 2
+    sd = torch.rand(channels, generator=gen, dtype=torch.float64) * 2 + 0.5
+    res: dict = {
+        "per_device": list(per_device),
+        "devices": devices,
+        "local_var_ratio": [],
+        "sync_var_ratio": [],
+        "local_mean_err": [],
+        "sync_mean_err": [],
+    }
+    worst = 0.0
+    for m in per_device:
+        x = mu + sd * torch.randn(trials, devices, m, channels, generator=gen, dtype=torch.float64)
+        local_mean = x.mean(2)
+        local_var = x.var(2, unbiased=False)
+        # SyncBN: all-reduce of per-device count, sum and sum of squares.
+        cnt = devices * m
+        s1 = x.sum(2).sum(1)
+        s2 = (x * x).sum(2).sum(1)
+        sync_mean = s1 / cnt
+        sync_var = s2 / cnt - sync_mean**2
+        direct = x.reshape(trials, cnt, channels)
+        worst = max(
+            worst,
+            float((sync_mean - direct.mean(1)).abs().max()),
+            float((sync_var - direct.var(1, unbiased=False)).abs().max()),
+        )
+        res["local_var_ratio"].append(float((local_var / sd**2).mean()))
+        res["sync_var_ratio"].append(float((sync_var / sd**2).mean()))
+        res["local_mean_err"].append(float((((local_mean - mu) / sd) ** 2).mean().sqrt()))
+        res["sync_mean_err"].append(float((((sync_mean - mu) / sd) ** 2).mean().sqrt()))
+    res["sync_max_diff"] = worst
+    res["allreduce_floats"] = 2 * channels + 1
+    return res
+
+
+def causal_leak_demo(batch: int = 4, t: int = 16, d: int = 32, seed: int = 0) -> dict:
+    """Does the output at position 0 depend on the token at position T-1?
+
+    Training-mode BatchNorm over (B, T, D) token features pools statistics over every position
+    of every sequence, so changing the *last* token changes the *first* position's output: the
+    future leaks into the past, which an autoregressive model must never allow. LayerNorm
+    normalizes each token alone. Returns ``bn_change`` and ``ln_change``: max |change| at
+    position 0 after replacing token T-1 of sequence 0 by a different random vector.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, t, d, generator=gen)
+    x2 = x.clone()
+    x2[0, -1] = 3.0 * torch.randn(d, generator=gen)
+    bn, ln = BatchNorm1d(d), LayerNorm(d)
+    with torch.no_grad():
+
+        def bn_tokens(z):  # (B, T, D) -> tokens as BN's batch
+            return bn(z.reshape(-1, d)).reshape(z.shape)
+
+        bn_change = float((bn_tokens(x)[0, 0] - bn_tokens(x2)[0, 0]).abs().max())
+        ln_change = float((ln(x)[0, 0] - ln(x2)[0, 0]).abs().max())
+    return {"bn_change": bn_change, "ln_change": ln_change, "shape": (batch, t, d)}
+
+
+def expected_local_var_ratio(m: int) -> float:
+    """E[biased variance of m draws] / population variance = (m - 1) / m."""
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got {m}")
+    return (m - 1) / m
+
+
+def rms_mean_error(m: int) -> float:
+    """RMS error of the mean of m draws, in population standard deviations: 1 / sqrt(m)."""
+    return 1 / math.sqrt(m)
+
+
+def running_average_trace(
+    momentum: float = 0.1, steps: int = 60, batch: int = 16, feature: int = 36
+) -> dict:
+    """Feed batches of digits through :class:`normedu.nn.BatchNorm1d` and trace one feature.
+
+    Returns ``batch_mean`` and ``running_mean`` ((steps,) arrays for pixel ``feature``),
+    ``true_mean`` (its mean over the training set), ``momentum``, and ``torch_max_diff``: the
+    largest difference between our running buffers and ``torch.nn.BatchNorm1d``'s after the
+    same batches (both mean and variance buffers).
+    """
+    data = digits()
+    gen = torch.Generator().manual_seed(0)
+    ours, ref = BatchNorm1d(64, momentum=momentum), nn.BatchNorm1d(64, momentum=momentum)
+    bm, rm = [], []
+    with torch.no_grad():
+        for _ in range(steps):
+            idx = torch.randint(0, len(data.x_train), (batch,), generator=gen)
+            xb = data.x_train[idx]
+            ours(xb)
+            ref(xb)
+            bm.append(float(xb[:, feature].mean()))
+            rm.append(float(ours.running_mean[feature]))
+    diff = max(
+        float((ours.running_mean - ref.running_mean).abs().max()),
+        float((ours.running_var - ref.running_var).abs().max()),
+    )
+    return {
+        "batch_mean": np.array(bm),
+        "running_mean": np.array(rm),
+        "true_mean": float(data.x_train[:, feature].mean()),
+        "momentum": momentum,
+        "torch_max_diff": diff,
+    }
+
+
+#: Name of the stored full-size sweep (``results/gpu/<name>.json``, see :mod:`normedu.results`).
+STORED_SWEEP = "bn_batch_size_sweep"
+
+
+@scale_experiment(STORED_SWEEP)
+def sweep_for_store(preset: str) -> dict:
+    """The batch-size sweep at ``preset`` ("cpu"/"cuda") as JSON-serialisable data.
+
+    ``python -m normedu.experiments --store --only bn_batch_size_sweep`` on a CUDA machine
+    writes ``results/gpu/bn_batch_size_sweep.json``, which the chapter shows beside its CPU run.
+    """
+    if preset not in SIZES:
+        raise ValueError(f"preset must be one of {sorted(SIZES)}, got {preset!r}")
+    return {**batch_size_sweep(preset=preset), "preset": preset}
+
+
+def stored_sweep() -> dict | None:
+    """The stored full-size sweep ``{"provenance", "data"}``, or None if never measured."""
+    from ..results import load_stored
+
+    return load_stored(STORED_SWEEP)

@@ -1,0 +1,112 @@
+"""Figures of chapter 2 (BatchNorm). Each function returns a Figure; nothing is shown."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import COLORS, Figure, figure
+
+__all__ = ["batch_size_sweep", "syncbn", "running_average"]
+
+
+def batch_size_sweep(sweep: Mapping, cited: Mapping | None = None) -> Figure:
+    """Test error (%) vs batch size per norm; optional second panel with cited numbers.
+
+    - sweep: :func:`normedu.experiments.batchnorm.batch_size_sweep`'s result.
+    - cited: ``{norm: {batch: error %}}`` from a paper (e.g. ``WU_HE_2018``), drawn as
+      markers in its own panel, labelled as cited.
+    """
+    bs = np.asarray(sweep["batch_sizes"])
+    norms = [k for k in sweep if k in COLORS]
+    ncols = 2 if cited else 1
+    fig, axes = figure(1, ncols, width=5.6 * ncols, height=3.9, squeeze=False)
+    ax = axes[0][0]
+    for norm in norms:
+        err = 100 * np.asarray(sweep[norm])
+        ax.plot(bs, err, marker="o", color=COLORS[norm], lw=2, label=norm)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(bs, [str(b) for b in bs])
+    ax.set_xlabel("training batch size")
+    ax.set_ylabel("test error (%)")
+    ax.set_title(f"Digits MLP, {sweep['epochs']} epochs, lr ∝ batch (measured)")
+    ax.legend()
+    if cited:
+        ax2 = axes[0][1]
+        for norm, pts in cited.items():
+            b = sorted(pts)
+            ax2.plot(
+                b,
+                [pts[k] for k in b],
+                marker="s",
+                ls="--",
+                color=COLORS.get(norm, "black"),
+                label=f"{norm} (cited)",
+            )
+            for k in b:
+                ax2.annotate(f"{pts[k]}%", (k, pts[k]), textcoords="offset points", xytext=(6, 4))
+        ax2.set_xscale("log", base=2)
+        ax2.set_xticks([2, 4, 8, 16, 32], ["2", "4", "8", "16", "32"])
+        ax2.set_xlabel("images per GPU")
+        ax2.set_ylabel("ImageNet top-1 error (%)")
+        ax2.set_title("ResNet-50, Wu & He (ECCV 2018), cited")
+        ax2.legend()
+    return fig
+
+
+def syncbn(sim: Mapping) -> Figure:
+    """Local BN vs SyncBN: variance bias and mean error vs per-device batch, with theory."""
+    m = np.asarray(sim["per_device"], dtype=float)
+    d = sim["devices"]
+    fig, axes = figure(1, 2, width=11, height=3.9)
+    ax = axes[0]
+    ax.plot(m, sim["local_var_ratio"], "o-", color=COLORS["batchnorm"], label="local BN (measured)")
+    ax.plot(m, (m - 1) / m, ":", color="black", label="theory (m-1)/m")
+    ax.plot(
+        m, sim["sync_var_ratio"], "s-", color=COLORS["layernorm"], label=f"SyncBN over {d} devices"
+    )
+    ax.plot(m, (d * m - 1) / (d * m), "--", color="black", lw=0.8, label="theory (Dm-1)/(Dm)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(m, [f"{int(v)}" for v in m])
+    ax.set_xlabel("per-device batch m")
+    ax.set_ylabel("E[batch variance] / true variance")
+    ax.set_title("Variance estimate is biased low for small m")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    ax.plot(m, sim["local_mean_err"], "o-", color=COLORS["batchnorm"], label="local BN (measured)")
+    ax.plot(m, 1 / np.sqrt(m), ":", color="black", label="theory 1/sqrt(m)")
+    ax.plot(m, sim["sync_mean_err"], "s-", color=COLORS["layernorm"], label="SyncBN (measured)")
+    ax.plot(m, 1 / np.sqrt(d * m), "--", color="black", lw=0.8, label="theory 1/sqrt(Dm)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(m, [f"{int(v)}" for v in m])
+    ax.set_xlabel("per-device batch m")
+    ax.set_ylabel("RMS error of the mean (in stds)")
+    ax.set_title("Noise of the mean estimate")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def running_average(trace: Mapping) -> Figure:
+    """Running mean of one feature during training vs the batch means and the true mean.
+
+    ``trace``: ``{"batch_mean": (steps,), "running_mean": (steps,), "true_mean": float,
+    "momentum": float}``.
+    """
+    fig, ax = figure(width=7, height=3.6)
+    steps = np.arange(1, len(trace["batch_mean"]) + 1)
+    ax.plot(steps, trace["batch_mean"], ".", color=COLORS["cpu"], ms=4, label="batch mean")
+    ax.plot(
+        steps,
+        trace["running_mean"],
+        color=COLORS["batchnorm"],
+        lw=2,
+        label=f"running mean (momentum {trace['momentum']})",
+    )
+    ax.axhline(trace["true_mean"], color="black", ls="--", lw=1, label="mean over all data")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("feature mean")
+    ax.set_title("Running average of the batch mean")
+    ax.legend()
+    return fig

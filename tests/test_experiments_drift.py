@@ -1,0 +1,136 @@
+"""normedu.experiments.drift (small sizes) and the drift claims."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from normedu.experiments import drift as D
+
+TINY = D.DriftSize(
+    depth=12,
+    width=32,
+    train_depth=6,
+    train_width=32,
+    steps=30,
+    batch=32,
+    probe_every=10,
+    lin_width=256,
+    lin_batch=128,
+    lin_depth=40,
+)
+
+
+@pytest.fixture(autouse=True)
+def tiny(monkeypatch):
+    # One thread: these are tiny models, and the machine is shared.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("NORMEDU_PRESET", "cpu")
+    monkeypatch.setitem(D.SIZES, "cpu", TINY)
+    for fn in (D.linear_scale_vs_depth, D.init_stats, D.init_gain_sweep, D.train_digits):
+        fn.cache_clear()
+    yield
+    torch.set_num_threads(threads)
+    for fn in (D.linear_scale_vs_depth, D.init_stats, D.init_gain_sweep, D.train_digits):
+        fn.cache_clear()
+
+
+def test_compounding_is_exact_powers():
+    c = D.compounding(gains=(1.05, 0.95), depths=(50, 100))
+    assert c[(1.05, 50)] == pytest.approx(math.exp(50 * math.log(1.05)), rel=1e-12)
+    assert round(c[(1.05, 50)], 1) == 11.5 and abs(c[(1.05, 100)] - 131) < 1
+    assert round(c[(0.95, 100)], 3) == 0.006
+
+
+def test_linear_net_follows_the_closed_form():
+    r = D.linear_scale_vs_depth(gains=(0.9, 1.0, 1.1))
+    assert r["depth"].tolist() == list(range(41))
+    for g in (0.9, 1.0, 1.1):
+        # log-std after L random layers of width 256 stays within ~0.4 of L*log(g).
+        assert abs(math.log(r[f"g={g:g}"][-1]) - 40 * math.log(g)) < 0.4
+    assert r["g=0.9"][-1] < r["g=1"][-1] < r["g=1.1"][-1]
+
+
+def test_init_stats_vanish_without_norm_and_not_with_it():
+    small = D.init_stats("none", "tanh", 0.3)
+    bn = D.init_stats("batchnorm", "tanh", 0.3)
+    assert len(small) == len(bn) == 12
+    assert small[-1].act_std < 1e-4 * small[0].act_std  # 0.3**11 ~ 2e-6
+    assert 0.5 < bn[-1].act_std < 0.75  # tanh of a unit Gaussian has std ~0.63
+    rows = D.init_gain_sweep(gains=(0.5, 3.0), norms=("none", "batchnorm"))
+    bn_std = [r["last_std"] for r in rows if r["norm"] == "batchnorm"]
+    assert max(bn_std) / min(bn_std) < 1.02
+
+
+def _manual_probe(model, x, y, lr, eta):
+    """Gradient-change ratio for one step size, computed on a deep copy (independent of _probe)."""
+    import copy
+
+    m = copy.deepcopy(model)
+    g0 = torch.autograd.grad(F.cross_entropy(m(x), y), list(m.parameters()))
+    with torch.no_grad():
+        for p, g in zip(m.parameters(), g0, strict=False):
+            p -= eta * lr * g
+    g1 = torch.autograd.grad(F.cross_entropy(m(x), y), list(m.parameters()))
+    flat = lambda gs: torch.cat([g.reshape(-1) for g in gs])  # noqa: E731
+    return float((flat(g1) - flat(g0)).norm() / (eta * lr * flat(g0).norm()))
+
+
+def test_probe_matches_manual_and_restores_the_model():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    before = [p.detach().clone() for p in model.parameters()]
+    res = D._probe(model, x, y, lr=0.5, etas=(1.0, 2.0))
+    after = list(model.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=False))
+    expected = max(_manual_probe(model, x, y, 0.5, e) for e in (1.0, 2.0))
+    assert res["grad_lipschitz"] == pytest.approx(expected, rel=1e-4)
+    assert res["loss_range"] >= 0
+
+
+def test_probe_leaves_batchnorm_buffers_alone():
+    from normedu.mlp import deep_mlp
+
+    model = deep_mlp(64, 16, 10, 2, norm="batchnorm", seed=0)
+    bufs = [b.clone() for b in model.buffers()]
+    x, y = torch.randn(8, 64), torch.randint(0, 10, (8,))
+    D._probe(model, x, y, lr=0.1)
+    assert all(torch.equal(a, b) for a, b in zip(bufs, model.buffers(), strict=False))
+
+
+def test_training_runs_are_deterministic_and_divergence_is_detected():
+    a = D.train_digits("batchnorm", "relu", 0.1, probe=True)
+    D.train_digits.cache_clear()
+    b = D.train_digits("batchnorm", "relu", 0.1, probe=True)
+    np.testing.assert_array_equal(a.loss, b.loss)
+    assert len(a.probes) == 3 and a.loss.shape == (30,)
+    assert not a.diverged and 0 <= a.test_acc <= 1
+    # A loss that starts at ln(10) and must go down with a sane learning rate.
+    assert a.loss[0] == pytest.approx(math.log(10), abs=0.2) and a.loss[-5:].mean() < a.loss[0]
+    boom = D.train_digits("none", "relu", 50.0)
+    assert boom.diverged and np.isnan(boom.test_acc) and not np.isfinite(boom.loss).all()
+
+
+def test_fragility_rows():
+    rows = D.fragility()
+    assert [r["setting"] for r in rows] == [label for label, _ in D.FRAGILITY]
+    assert all(set(r) == {"setting", "final_loss", "test_acc", "diverged"} for r in rows)
+
+
+@pytest.mark.slow
+def test_claims_run_and_are_well_formed(tmp_path, monkeypatch):
+    import normedu.ledger as ledger
+
+    monkeypatch.setitem(D.SIZES, "cpu", D.DriftSize(50, 100, 20, 64, 150, 64, 25, 256, 256, 100))
+    claims = ledger.check("drift", directory=tmp_path)
+    ids = [c.id for c in claims]
+    assert len(ids) == len(set(ids)) >= 8
+    assert {c.id: c.verdict for c in claims}["drift.1.05^50"] == "confirmed"
+    assert (tmp_path / "drift.json").exists()

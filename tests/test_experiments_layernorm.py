@@ -1,0 +1,113 @@
+"""normedu.experiments.layernorm and the layernorm claims."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from normedu.experiments import layernorm as L
+
+
+@pytest.fixture(autouse=True)
+def tiny(monkeypatch):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("NORMEDU_PRESET", "cpu")
+    monkeypatch.setitem(L.SIZES, "cpu", L.GammaSize(depth=2, width=32, epochs=2))
+    L.trained_gamma.cache_clear()
+    yield
+    L.trained_gamma.cache_clear()
+    torch.set_num_threads(threads)
+
+
+def test_walkthrough_matches_the_seed_numbers_and_torch():
+    w = L.walkthrough((2.0, 4.0, -1.0, 3.0))
+    assert w["mu"] == 2.0 and w["var"] == 3.5
+    np.testing.assert_allclose(w["x_hat"], [0, 1.069, -1.604, 0.535], atol=5e-4)
+    ref = torch.nn.functional.layer_norm(
+        torch.tensor([[2.0, 4.0, -1.0, 3.0]], dtype=torch.float64), (4,)
+    )
+    np.testing.assert_allclose(w["x_hat"], ref[0].numpy(), rtol=1e-12)
+    assert abs(w["x_hat_mean"]) < 1e-15 and w["x_hat_var"] == pytest.approx(3.5 / (3.5 + 1e-5))
+
+
+def test_walkthrough_affine_and_errors():
+    w = L.walkthrough((1.0, 3.0), eps=0.0, gamma=(2.0, 1.0), beta=(0.5, -1.0))
+    np.testing.assert_allclose(w["y"], [2 * -1 + 0.5, 1 * 1 - 1.0])
+    with pytest.raises(ValueError, match="1-D"):
+        L.walkthrough([[1.0, 2.0]])
+
+
+def test_properties_are_exact():
+    pr = L.properties(d=8)
+    assert pr == {
+        "sample_independent": 0.0,
+        "train_eval": 0.0,
+        "length_agnostic": 0.0,
+        "gradcheck": True,
+    }
+
+
+def test_gpt2_counts_match_hand_count_and_hugging_face():
+    c = L.gpt2_small_counts()
+    d, v, t, f, n = 768, 50257, 1024, 3072, 12
+    block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
+    assert c["blocks"] == n * block
+    assert c["total"] == v * d + t * d + n * block + 2 * d == L.HF_GPT2_SMALL_PARAMS
+    assert c["layernorms"] == 25 and c["per_layernorm"] == 1536 and c["layernorm_total"] == 38_400
+    assert all(p.device.type == "meta" for p in L.gpt2_small().parameters())
+
+
+def test_logit_floor_closed_form_and_bound():
+    # n = 2: normalized logits are exactly (+1, -1) -> p = e / (e + 1/e).
+    assert L.logit_floor(2) == pytest.approx(-math.log(math.e / (math.e + math.exp(-1))))
+    floor = L.logit_floor(10)
+    assert floor == pytest.approx(0.2784, abs=1e-4)
+    # No layer-normalized logit vector beats the floor (random search as an independent check).
+    z = torch.nn.functional.layer_norm(
+        torch.randn(20000, 10, dtype=torch.float64) * 5, (10,), eps=0.0
+    )
+    ce = torch.nn.functional.cross_entropy(z, z.argmax(1), reduction="none")
+    assert float(ce.min()) >= floor - 1e-9
+    with pytest.raises(ValueError):
+        L.logit_floor(1)
+
+
+def test_affine_demo_respects_the_floor():
+    af = L.affine_demo(epochs=3)
+    assert af["no_affine"]["final_loss"] >= af["floor"] - 1e-6
+    assert af["gamma"].shape == (10,)
+    assert len(af["affine"]["loss"]) == 3
+
+
+def test_trained_gamma_collects_every_layernorm():
+    tg = L.trained_gamma()
+    assert tg["gamma"].shape == (2 * 32,) and tg["beta"].shape == (64,)
+    assert tg["config"]["layernorms"] == 2
+    assert 0 <= tg["share_near_1"] <= 1 and tg["quantiles"][0] <= tg["quantiles"][2]
+    assert not np.allclose(tg["gamma"], 1.0)  # training moved them
+
+
+def test_position_stats():
+    ps = L.position_stats(batch=8, t=4, d=6)
+    assert ps["per_position_mean"].shape == (4, 6) and ps["pooled_mean"].shape == (6,)
+    np.testing.assert_allclose(ps["pooled_mean"], ps["per_position_mean"].mean(0), atol=1e-6)
+    assert ps["spread"] > 0.5
+
+
+@pytest.mark.slow
+def test_claims_run_and_are_well_formed(tmp_path, monkeypatch):
+    import normedu.ledger as ledger
+
+    monkeypatch.setitem(L.SIZES, "cpu", L.GammaSize(4, 128, 20))
+    claims = ledger.check("layernorm", directory=tmp_path)
+    by = {c.id: c for c in claims}
+    assert len(by) == len(claims) >= 10
+    assert (
+        by["ln.walkthrough"].verdict == "confirmed" and by["ln.gpt2_count"].verdict == "confirmed"
+    )
+    assert isinstance(nn.LayerNorm(3), nn.Module)
