@@ -1,0 +1,358 @@
+"""normedu.bench bookkeeping, the CLI and the figures. No timing asserts: only the arithmetic
+that turns timings into rows (checked against the closed forms) and the files a run writes.
+
+Tiny shapes and 2 repetitions; the compiled variants (seconds per kernel) are in one slow test.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from normedu import bench, results
+from normedu.bench import BenchResult, floor_seconds, ideal_bytes, run_benchmark
+from normedu.plots.bench import NO_GPU_TEXT, bench_figure, headline_shape, time_figure
+
+SHAPES = [(16, 32), (8, 64)]
+
+
+@pytest.fixture(scope="module")
+def res() -> BenchResult:
+    return run_benchmark(
+        shapes=SHAPES,
+        impls=("eager", "textbook", "numpy"),
+        passes=("fwd", "fwdbwd"),
+        dtypes=("float32", "bfloat16"),
+        reps=2,
+        warmup=0,
+        progress=False,
+        command="pytest",
+    )
+
+
+def test_roofline_arithmetic_closed_form():
+    # The chapter's headline: 8192 x 4096 float32 forward on an H200 (4.8 TB/s).
+    assert ideal_bytes(8192, 4096, "fwd", 4) == 2 * 8192 * 4096 * 4 == 268_435_456
+    assert ideal_bytes(8192, 4096, "fwdbwd", 4) == 5 * 8192 * 4096 * 4
+    assert floor_seconds(8192, 4096, 4.8e12) == pytest.approx(55.92e-6, rel=1e-3)
+    with pytest.raises(ValueError, match="pass_"):
+        ideal_bytes(1, 1, "bwd", 4)
+    with pytest.raises(ValueError, match="bandwidth"):
+        floor_seconds(1, 1, 0.0)
+
+
+def test_rows_have_the_contract_keys_and_one_row_per_variant(res):
+    rows = res.rows()
+    for r in rows:
+        assert tuple(r) == bench.ROW_KEYS
+    # 2 ops x 3 impls x 2 passes x 2 shapes in float32; numpy has no bfloat16 rows.
+    f32 = [r for r in rows if r["dtype"] == "float32"]
+    bf16 = [r for r in rows if r["dtype"] == "bfloat16"]
+    assert len(f32) == 2 * 3 * 2 * 2
+    assert len(bf16) == 2 * 2 * 2 * 2 and not any(r["impl"] == "numpy" for r in bf16)
+    assert "layernorm/numpy/fwd/bfloat16" in res.meta["skipped"]
+    assert {r["impl"] for r in res.copies} == {"copy", "clone"}
+
+
+def test_row_arithmetic_is_consistent(res):
+    for r in res.rows():
+        assert r["reps"] == 2
+        assert r["min_s"] <= r["median_s"] <= r["max_s"]
+        assert r["median_s"] == pytest.approx((r["min_s"] + r["max_s"]) / 2)  # median of two
+        itemsize = 4 if r["dtype"] == "float32" else 2
+        expected_gbps = ideal_bytes(r["n"], r["d"], r["pass_"], itemsize) / r["median_s"] / 1e9
+        assert r["gbps"] == pytest.approx(expected_gbps)
+        copy = res.copy_row(r["n"], r["d"], r["dtype"])
+        assert r["frac_of_copy"] == pytest.approx(r["gbps"] / copy["gbps"])
+        best = (copy["min_s"] / r["min_s"]) * ideal_bytes(r["n"], r["d"], r["pass_"], itemsize)
+        assert r["frac_best"] == pytest.approx(best / ideal_bytes(r["n"], r["d"], "fwd", itemsize))
+        assert r["compile_s"] == 0.0  # none of these variants compiles
+    assert res.copy_row(16, 32)["frac_of_copy"] == pytest.approx(1.0)
+
+
+def test_ratio_is_rms_over_layernorm_median(res):
+    rms = res.find("rmsnorm", "eager", 8, 64, "fwdbwd")["median_s"]
+    ln = res.find("layernorm", "eager", 8, 64, "fwdbwd")["median_s"]
+    assert res.ratio("eager", 8, 64, pass_="fwdbwd") == pytest.approx(rms / ln)
+    with pytest.raises(KeyError, match="no row"):
+        res.ratio("fast", 8, 64)
+
+
+def test_copy_gbps_is_that_of_the_largest_tensor(res):
+    # Both shapes hold 512 elements: the tie goes to the faster copy, in float32 (4 bytes).
+    f32 = [c for c in res.copies if c["impl"] == "copy" and c["dtype"] == "float32"]
+    assert res.copy_gbps == max(c["gbps"] for c in f32)
+
+
+def test_provenance_and_meta(res):
+    for key in ("device", "torch", "threads", "date", "command"):
+        assert key in res.provenance
+    assert res.provenance["command"] == "pytest"
+    assert res.provenance["torch"] == torch.__version__
+    assert res.meta["reps"] == 2 and "mmap" in res.meta["allocator_note"]
+
+
+def test_save_load_round_trip_and_csv(res, tmp_path):
+    path = res.save(tmp_path / "b.json")
+    back = BenchResult.load(path)
+    assert back.rows() == res.rows() and back.copies == res.copies
+    assert back.provenance == res.provenance
+    with open(tmp_path / "b.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == len(res.rows()) + len(res.copies)
+    assert tuple(table[0]) == bench.ROW_KEYS
+
+
+def test_table_markdown_lists_each_family(res):
+    md = res.table_markdown()
+    for impl in ("eager", "textbook", "numpy", "copy (preallocated"):
+        assert impl in md
+    assert md.count("\n") == 1 + 2 * (3 + 2)  # header rule + (3 impls + copy + clone) x 2 shapes
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError, match="impls"):
+        run_benchmark(shapes=[(4, 4)], impls=("cudnn",), progress=False)
+    with pytest.raises(ValueError, match="preset"):
+        run_benchmark(shapes=[(4, 4)], preset="thorough", progress=False)
+    with pytest.raises(ValueError, match="shape"):
+        run_benchmark(shapes=[(4, 0)], progress=False)
+    with pytest.raises(ValueError, match="reps"):
+        run_benchmark(shapes=[(4, 4)], reps=0, progress=False)
+
+
+def test_load_stored_is_none_until_a_gpu_run_is_stored(monkeypatch, tmp_path, res):
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    assert BenchResult.load_stored() is None
+    # A fake stored run, clearly test data, written only under tmp_path.
+    fake = res.to_dict()
+    results.save_stored(bench.STORED_NAME, fake, command="test data")
+    stored = BenchResult.load_stored()
+    assert stored is not None and stored.rows() == res.rows()
+    assert (tmp_path / "gpu" / "bench.json").exists()
+
+
+def test_figure_with_and_without_a_stored_gpu_run(res):
+    left_only = bench_figure(res)
+    texts = [t.get_text() for ax in left_only.axes for t in ax.texts]
+    assert NO_GPU_TEXT in texts
+    assert headline_shape(res) == (8, 64)
+    both = bench_figure(res, stored=res)
+    assert not any(NO_GPU_TEXT == t.get_text() for ax in both.axes for t in ax.texts)
+    # 3 impls x 2 ops bars in each of the two panels, heights = the fractions of copy
+    for ax in both.axes:
+        heights = sorted(p.get_height() for p in ax.patches)
+        want = sorted(
+            r["frac_of_copy"]
+            for r in res.rows()
+            if (r["n"], r["d"]) == (8, 64) and (r["pass_"], r["dtype"]) == ("fwd", "float32")
+        )
+        assert heights == pytest.approx(want)
+        assert ax.get_title() and ax.get_ylabel()
+    fig = time_figure(res)
+    assert len(fig.axes) == 2 and all(ax.get_yscale() == "log" for ax in fig.axes)
+
+
+def test_run_cached_returns_the_same_object():
+    kw = dict(shapes=[(4, 16)], impls=["eager"], reps=1, warmup=0, progress=False)
+    assert bench.run_cached(**kw) is bench.run_cached(**kw)
+
+
+def test_cli_writes_json_csv_png_with_provenance(tmp_path, capsys):
+    rc = bench.main(
+        [
+            "--quick",
+            "--shape",
+            "16x32",
+            "--impl",
+            "eager",
+            "numpy",
+            "--reps",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    record = json.loads((tmp_path / "bench.json").read_text())
+    assert record["provenance"]["command"].startswith("python -m normedu.bench --quick")
+    assert record["data"]["meta"]["preset"] == "quick"
+    # ops x impls x passes, less the NumPy backward that --quick leaves out
+    assert len(record["data"]["rows"]) == 2 * 2 * 2 - 2
+    assert "layernorm/numpy/fwdbwd/float32" in record["data"]["meta"]["skipped"]
+    assert (tmp_path / "bench.csv").read_text().startswith("op,impl,pass_")
+    assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
+    assert "copy bandwidth" in capsys.readouterr().out
+
+
+def test_cli_store_refuses_a_cpu():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(SystemExit):
+        bench.main(["--store", "--shape", "4x4", "--device", "cpu"])
+
+
+def test_module_entry_point_runs(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normedu.bench",
+            "--quick",
+            "--shape",
+            "8x16",
+            "--impl",
+            "eager",
+            "--pass",
+            "fwd",
+            "--reps",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / "bench.json").exists()
+    assert "normedu.bench" in out.stderr  # the progress bar goes to stderr
+
+
+@pytest.mark.slow
+def test_compiled_and_fast_variants_report_compile_time():
+    r = run_benchmark(
+        shapes=[(16, 64)],
+        impls=("compiled", "fast", "fast_out"),
+        passes=("fwd", "fwdbwd"),
+        reps=2,
+        warmup=0,
+        progress=False,
+    )
+    rows = r.rows()
+    # fast_out has no backward: 2 ops x (2 + 2 + 1)
+    assert len(rows) == 10
+    assert all(row["compile_s"] >= 0.0 for row in rows)
+    assert not math.isnan(r.ratio("fast", 16, 64, pass_="fwdbwd"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_benchmark_rows():
+    r = run_benchmark(shapes=[(256, 1024)], impls=("eager", "fast"), reps=3, progress=False)
+    assert r.meta["device_type"] == "cuda"
+    assert {row["impl"] for row in r.rows()} == {"eager", "fast"}
+
+
+def test_aten_traffic_counts_the_bytes_of_each_op():
+    import torch.nn.functional as F
+
+    n, d = 32, 64
+    x, w, b = torch.randn(n, d), torch.randn(d), torch.randn(d)
+    ln = bench.aten_traffic(lambda: F.layer_norm(x, (d,), w, b, 1e-5))
+    # one native kernel: reads x, w, b; writes y and the (n, 1) mean and rstd it saves
+    assert [t.op for t in ln] == ["native_layer_norm"]
+    assert ln[0].bytes_in == 4 * (n * d + 2 * d)
+    assert ln[0].bytes_out == 4 * (n * d + 2 * n)
+    two = bench.aten_traffic(lambda: (x * 2.0).sum())
+    assert [t.op for t in two] == ["mul", "sum"]
+    assert two[0].bytes == 8 * n * d and two[1].bytes == 4 * n * d + 4
+
+
+def test_traffic_and_ratio_tables(res):
+    md = bench.traffic_markdown(8, 64, res)
+    assert md.count("\n") == 5 and "native_layer_norm" in md
+    ratios = bench.ratios_markdown(res, 8, 64)
+    assert f"| eager | {res.ratio('eager', 8, 64):.2f} |" in ratios
+    assert "compile (s)" in bench.compile_markdown(res)
+
+
+def _synthetic(fracs: dict[tuple[str, str], float], ratio: dict[str, float]) -> BenchResult:
+    """A result whose LayerNorm rows take 1 s and RMSNorm rows ``ratio[impl]`` s (test data)."""
+    n, d = 64, 4096
+    rows = []
+    for impl in ("eager", "textbook", "compiled", "numpy", "fast", "fast_out"):
+        for op in ("layernorm", "rmsnorm"):
+            for pass_ in ("fwd", "fwdbwd"):
+                t = 1.0 if op == "layernorm" else ratio[impl]
+                frac = fracs.get((op, impl), 0.5)
+                rows.append(
+                    dict(
+                        op=op,
+                        impl=impl,
+                        pass_=pass_,
+                        dtype="float32",
+                        n=n,
+                        d=d,
+                        median_s=t,
+                        min_s=t,
+                        max_s=t,
+                        reps=1,
+                        gbps=frac,
+                        frac_of_copy=frac,
+                        compile_s=0.0,
+                    )
+                )
+    copies = [
+        dict(
+            op="copy",
+            impl=k,
+            pass_="fwd",
+            dtype="float32",
+            n=n,
+            d=d,
+            median_s=1.0,
+            min_s=1.0,
+            max_s=1.0,
+            reps=1,
+            gbps=1.0,
+            frac_of_copy=1.0,
+            compile_s=0.0,
+        )
+        for k in ("copy", "clone")
+    ]
+    return BenchResult(rows, copies, {"device": "test data"}, {"device_type": "cpu"})
+
+
+def test_claim_verdicts_follow_the_measurements(monkeypatch, tmp_path):
+    from normedu import ledger
+    from normedu.claims import fast as fast_claims
+
+    monkeypatch.setenv("NORMEDU_LEDGER_DIR", str(tmp_path))
+    mixed = {
+        "eager": 2.5,
+        "textbook": 0.5,
+        "compiled": 0.88,
+        "numpy": 0.4,
+        "fast": 1.0,
+        "fast_out": 1.0,
+    }
+    good = {("layernorm", "fast_out"): 0.8, ("rmsnorm", "fast_out"): 0.65}
+    monkeypatch.setattr(bench, "book_run", lambda progress=True: _synthetic(good, mixed))
+    by_id = {c.id: c for c in ledger.check("fast")}
+    assert by_id["fast.h200_floor"].verdict == "confirmed"
+    assert "55.9 µs" in by_id["fast.h200_floor"].measured
+    assert by_id["fast.layernorm_fraction"].verdict == "confirmed"
+    assert by_id["fast.rmsnorm_fraction"].verdict == "not reproduced"
+    assert by_id["fast.rms_10_15.fwd"].verdict == "depends"
+    assert by_id["fast.eager_rms_slower_cpu"].verdict == "confirmed"
+    assert (tmp_path / "fast.json").exists()
+    all_in_range = dict.fromkeys(mixed, 0.87)
+    monkeypatch.setattr(bench, "book_run", lambda progress=True: _synthetic(good, all_in_range))
+    by_id = {c.id: c for c in fast_claims.check()}
+    assert by_id["fast.rms_10_15.fwd"].verdict == "confirmed"
+    # 13% saved everywhere: consistently not 'about 25%'
+    assert by_id["fast.rms_25_cheaper"].verdict == "not reproduced"
+    slower = dict.fromkeys(mixed, 1.3)
+    monkeypatch.setattr(bench, "book_run", lambda progress=True: _synthetic(good, slower))
+    assert {c.id: c for c in fast_claims.check()}["fast.rms_10_15.fwd"].verdict == "not reproduced"

@@ -1,0 +1,202 @@
+"""normedu.fast: fused LayerNorm/RMSNorm checked against independent references.
+
+References: the NumPy forward/backward of normedu.functional evaluated in float64, torch's own
+F.layer_norm/F.rms_norm with autograd, and finite differences (torch.autograd.gradcheck) in
+float64. Upstream gradients are random: with all-ones upstream dx is ~0 for any norm.
+
+Every test uses one shape per dtype so that each kernel compiles once per module (compiling
+costs seconds on a CPU).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normedu import fast, functional
+
+SHAPE = (3, 5, 96)  # leading axes are flattened into rows by the kernels
+D = SHAPE[-1]
+EPS = 1e-5
+TOL = {"rtol": 1e-5, "atol": 1e-5}
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture(scope="module")
+def data():
+    gen = torch.Generator().manual_seed(0)
+    # An offset and a non-unit scale so that centering and scaling both matter.
+    x = 3.0 + 2.0 * torch.randn(SHAPE, generator=gen)
+    w = 1.0 + 0.5 * torch.randn(D, generator=gen)
+    b = torch.randn(D, generator=gen)
+    dy = torch.randn(SHAPE, generator=gen)
+    return x, w, b, dy
+
+
+def _np64(*ts):
+    return [t.detach().double().numpy() for t in ts]
+
+
+def test_layer_norm_forward_matches_numpy_float64(data):
+    x, w, b, _ = data
+    ref = functional.layer_norm(*_np64(x, w, b), eps=EPS)
+    y = fast.layer_norm(x, w, b, EPS)
+    assert y.shape == x.shape and y.dtype == torch.float32
+    np.testing.assert_allclose(y.numpy(), ref, **TOL)
+
+
+def test_rms_norm_forward_matches_numpy_float64(data):
+    x, w, _, _ = data
+    ref = functional.rms_norm(*_np64(x, w), eps=EPS)
+    y = fast.rms_norm(x, w, EPS)
+    np.testing.assert_allclose(y.numpy(), ref, **TOL)
+
+
+def test_defaults_without_weight_and_bias_match_torch(data):
+    x, _, _, _ = data
+    torch.testing.assert_close(fast.layer_norm(x), F.layer_norm(x, (D,), eps=EPS), **TOL)
+    torch.testing.assert_close(fast.rms_norm(x), F.rms_norm(x, (D,), eps=EPS), **TOL)
+
+
+def test_layer_norm_backward_matches_hand_derived_numpy(data):
+    x, w, b, dy = data
+    xg, wg, bg = (t.clone().requires_grad_(True) for t in (x, w, b))
+    fast.layer_norm(xg, wg, bg, EPS).backward(dy)
+    dx, dw, db = functional.layer_norm_backward(*_np64(dy, x, w), eps=EPS)
+    np.testing.assert_allclose(xg.grad.numpy(), dx, **TOL)
+    # dweight/dbias sum over 15 rows: allow for float32 accumulation.
+    np.testing.assert_allclose(wg.grad.numpy(), dw, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(bg.grad.numpy(), db, rtol=1e-5, atol=1e-4)
+
+
+def test_rms_norm_backward_matches_hand_derived_numpy(data):
+    x, w, _, dy = data
+    xg, wg = (t.clone().requires_grad_(True) for t in (x, w))
+    fast.rms_norm(xg, wg, EPS).backward(dy)
+    dx, dw = functional.rms_norm_backward(*_np64(dy, x, w), eps=EPS)
+    np.testing.assert_allclose(xg.grad.numpy(), dx, **TOL)
+    np.testing.assert_allclose(wg.grad.numpy(), dw, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
+def test_backward_matches_torch_autograd(data, op):
+    x, w, b, dy = data
+    ours = [t.clone().requires_grad_(True) for t in (x, w, b)]
+    ref = [t.clone().requires_grad_(True) for t in (x, w, b)]
+    if op == "layernorm":
+        fast.layer_norm(*ours, EPS).backward(dy)
+        F.layer_norm(ref[0], (D,), ref[1], ref[2], EPS).backward(dy)
+        pairs = zip(ours, ref, strict=True)
+    else:
+        fast.rms_norm(ours[0], ours[1], EPS).backward(dy)
+        F.rms_norm(ref[0], (D,), ref[1], EPS).backward(dy)
+        pairs = zip(ours[:2], ref[:2], strict=True)
+    for a, r in pairs:
+        torch.testing.assert_close(a.grad, r.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_gradcheck_float64_finite_differences():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 12, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(12, generator=gen, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(12, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda *a: fast.layer_norm(*a, eps=EPS), (x, w, b))
+    assert torch.autograd.gradcheck(lambda *a: fast.rms_norm(*a, eps=EPS), (x, w))
+
+
+def test_out_writes_in_place_and_refuses_autograd(data):
+    x, w, b, _ = data
+    out = torch.full_like(x, float("nan"))
+    y = fast.layer_norm(x, w, b, EPS, out=out)
+    assert y.data_ptr() == out.data_ptr()
+    np.testing.assert_allclose(out.numpy(), functional.layer_norm(*_np64(x, w, b), eps=EPS), **TOL)
+    out2 = torch.full_like(x, float("nan"))
+    fast.rms_norm(x, w, EPS, out=out2)
+    np.testing.assert_allclose(out2.numpy(), functional.rms_norm(*_np64(x, w), eps=EPS), **TOL)
+    with pytest.raises(ValueError, match="inference"):
+        fast.layer_norm(x.clone().requires_grad_(True), w, b, out=out)
+    with pytest.raises(ValueError, match="out must match"):
+        fast.rms_norm(x, w, out=torch.empty(2, D))
+
+
+def test_bfloat16_is_computed_in_float32(data):
+    x, w, b, _ = data
+    xb, wb, bb = (t.to(torch.bfloat16) for t in (x, w, b))
+    y = fast.layer_norm(xb, wb, bb, EPS)
+    assert y.dtype == torch.bfloat16
+    ref = functional.layer_norm(*_np64(xb, wb, bb), eps=EPS)
+    # one bfloat16 rounding of the output (8 bits of mantissa), nothing worse
+    np.testing.assert_allclose(y.float().numpy(), ref, rtol=1e-2, atol=2e-2)
+
+
+def test_modules_match_torch_modules(data):
+    x, w, b, dy = data
+    ours, ref = fast.FastLayerNorm(D), torch.nn.LayerNorm(D, eps=1e-5)
+    with torch.no_grad():
+        for m in (ours, ref):
+            m.weight.copy_(w)
+            m.bias.copy_(b)
+    torch.testing.assert_close(ours(x), ref(x), **TOL)
+    rms, rms_ref = fast.FastRMSNorm(D), torch.nn.RMSNorm(D, eps=1e-5)
+    with torch.no_grad():
+        rms.weight.copy_(w)
+        rms_ref.weight.copy_(w)
+    xg = x.clone().requires_grad_(True)
+    rms(xg).backward(dy)
+    xr = x.clone().requires_grad_(True)
+    rms_ref(xr).backward(dy)
+    torch.testing.assert_close(xg.grad, xr.grad, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(rms.weight.grad, rms_ref.weight.grad, rtol=1e-5, atol=1e-4)
+    assert "96" in repr(rms)
+
+
+def test_bad_inputs_raise_clear_errors():
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match=r"weight has shape \(7,\)"):
+        fast.layer_norm(x, torch.ones(7))
+    with pytest.raises(ValueError, match=r"bias has shape"):
+        fast.layer_norm(x, torch.ones(8), torch.zeros(3))
+    with pytest.raises(TypeError, match="floating point"):
+        fast.rms_norm(torch.ones(4, 8, dtype=torch.int64))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        fast.rms_norm(np.ones((4, 8)))
+    with pytest.raises(ValueError, match="non-empty last"):
+        fast.layer_norm(torch.ones(4, 0))
+    with pytest.raises(ValueError, match="eps"):
+        fast.layer_norm(x, eps=-1.0)
+    with pytest.raises(ValueError, match="unknown kernel"):
+        fast.kernel_source("nope")
+
+
+def test_kernel_source_is_the_code_that_runs():
+    src = fast.kernel_source("rms_forward")
+    assert src.startswith("def _rms_forward") and "rsqrt" in src
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_forward_and_backward_match_torch(dtype):
+    gen = torch.Generator().manual_seed(0)
+    x = (3 + 2 * torch.randn(64, 1024, generator=gen)).to("cuda", dtype)
+    w = torch.randn(1024, generator=gen).to("cuda", dtype)
+    b = torch.randn(1024, generator=gen).to("cuda", dtype)
+    dy = torch.randn(64, 1024, generator=gen).to("cuda", dtype)
+    tol = TOL if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    for op in ("layernorm", "rmsnorm"):
+        ours = [t.clone().requires_grad_(True) for t in (x, w, b)]
+        ref = [t.float().clone().requires_grad_(True) for t in (x, w, b)]
+        if op == "layernorm":
+            y = fast.layer_norm(*ours, EPS)
+            y_ref = F.layer_norm(ref[0], (1024,), ref[1], ref[2], EPS)
+        else:
+            y = fast.rms_norm(ours[0], ours[1], EPS)
+            y_ref = F.rms_norm(ref[0], (1024,), ref[1], EPS)
+        assert y.dtype == dtype and y.is_cuda
+        torch.testing.assert_close(y.float(), y_ref, **tol)
+        y.backward(dy)
+        y_ref.backward(dy.float())
+        torch.testing.assert_close(ours[0].grad.float(), ref[0].grad, **tol)
