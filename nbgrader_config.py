@@ -16,3 +16,12 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_root, "gradebook.db")
 # Without this nbgrader probes /srv/nbgrader/exchange; the course runs from the repo.
 c.Exchange.root = os.path.join(_root, "_build", "exchange")
+# A student who deletes a read-only test cell must not escape its points: autograde puts the
+# instructor's cell back (and it fails) instead of silently scoring 0 for a missing cell.
+c.OverwriteCells.add_missing_cells = True
+# Feedback HTML must never show hidden tests.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "nbgrader.preprocessors.ClearHiddenTests",
+]

@@ -1,0 +1,24 @@
+"""Grading helpers that the exercise notebooks' test cells call.
+
+Each assignment has a module of checks (:mod:`.batchnorm`, :mod:`.layernorm`, :mod:`.rmsnorm`,
+:mod:`.jacobian`, :mod:`.drift`, :mod:`.prepost`). A check takes the student's function, runs
+probes against an independent reference (:mod:`normedu.functional`, itself tested against
+PyTorch, or central finite differences with a random upstream gradient), and raises
+``AssertionError`` with a message a student can act on. When the output is wrong the check
+compares it with the outputs of known mistakes (:mod:`.diagnose`) and names the one it matches.
+
+Shared pieces:
+
+- :mod:`.compare`   calling student code safely and comparing arrays with readable messages.
+- :mod:`.guard`     the anti-shortcut guard (no delegating to a library's norm).
+- :mod:`.gradcheck` finite-difference gradients.
+- :mod:`.answers`   checking short answers against stored hashes.
+- :mod:`.mistakes`  the catalog of realistic wrong implementations the tests feed the checks.
+
+Importing this package does not import torch: the numpy-only assignments stay fast to grade.
+Only :mod:`.prepost` and the module part of :mod:`.rmsnorm` import torch, lazily.
+"""
+
+from normedu.grading.compare import GradingError, assert_close, rel_error
+
+__all__ = ["GradingError", "assert_close", "rel_error"]

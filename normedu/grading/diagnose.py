@@ -1,0 +1,173 @@
+"""Naming the mistake: compare a wrong result with the results of known mistakes.
+
+A check that finds a mismatch with the reference recomputes the same probe the way each
+catalogued mistake would (unbiased variance, eps outside the square root, the wrong axis ...)
+and reports the message of the first one the student's output matches. The variants are
+written here independently of the catalog of wrong student code in :mod:`.mistakes`, which the
+tests feed through the checks.
+
+:func:`normalize` and :func:`normalize_backward` compute the textbook formulas with switches
+for each mistake; with the default switches they are the correct formulas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from normedu.grading.compare import GradingError, assert_close
+
+__all__ = ["Hypothesis", "diagnose", "check_against", "normalize", "normalize_backward"]
+
+#: (message, thunk computing what that mistake would output)
+Hypothesis = tuple[str, Callable[[], Any]]
+
+
+def _matches(actual: Any, candidate: Any, rtol: float, atol: float) -> bool:
+    if isinstance(candidate, tuple):
+        if not isinstance(actual, tuple) or len(actual) != len(candidate):
+            return False
+        return all(_matches(a, c, rtol, atol) for a, c in zip(actual, candidate, strict=True))
+    try:
+        a = np.asarray(actual, dtype=np.float64)
+        c = np.asarray(candidate, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return a.shape == c.shape and bool(np.allclose(a, c, rtol=rtol, atol=atol, equal_nan=True))
+
+
+def diagnose(
+    actual: Any,
+    hypotheses: Iterable[Hypothesis],
+    expected: Any = None,
+    rtol: float = 1e-7,
+    atol: float = 1e-9,
+) -> str | None:
+    """Message of the first hypothesis whose output ``actual`` matches, else None.
+
+    The tolerance is tight (a float64 probe reproduces a mistake to ~1e-12) so that a mistake
+    with a small effect is not mistaken for another one. A hypothesis whose output equals
+    ``expected`` on this probe (e.g. "wrong axis" on a 2-D input) cannot tell anything apart
+    and is skipped.
+    """
+    for message, thunk in hypotheses:
+        try:
+            with np.errstate(all="ignore"):
+                candidate = thunk()
+        except Exception:  # noqa: BLE001 - a variant that cannot be computed cannot match
+            continue
+        if expected is not None and _matches(expected, candidate, 1e-9, 1e-12):
+            continue
+        if _matches(actual, candidate, rtol, atol):
+            return message
+    return None
+
+
+def check_against(
+    actual: Any,
+    expected: Any,
+    what: str,
+    hypotheses: Iterable[Hypothesis] = (),
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+    hint: str = "",
+    diag_tol: tuple[float, float] = (1e-7, 1e-9),
+) -> None:
+    """Pass if ``actual`` matches ``expected``; else raise naming the likely mistake.
+
+    ``diag_tol`` is the (rtol, atol) used to match the mistake variants; loosen it for
+    float32 outputs.
+    """
+    if _matches(actual, expected, rtol, atol):
+        return
+    found = diagnose(actual, hypotheses, expected, *diag_tol)
+    if found is not None:
+        raise GradingError(f"{what} is wrong. Likely cause: {found}")
+    assert_close(actual, expected, what, rtol=rtol, atol=atol, hint=hint)
+
+
+def normalize(
+    x: np.ndarray,
+    axes: int | tuple[int, ...],
+    gamma: np.ndarray | None = None,
+    beta: np.ndarray | None = None,
+    eps: float = 1e-5,
+    *,
+    ddof: int = 0,
+    eps_mode: str = "inside",
+    center: bool = True,
+    one_pass: bool = False,
+    sqrt: bool = True,
+) -> np.ndarray:
+    """``gamma * (x - mean) / sqrt(var + eps) + beta`` with switches for the usual mistakes.
+
+    - axes: axes reduced over (LayerNorm: -1, BatchNorm: 0).
+    - gamma/beta: broadcast against x as given (None: not applied).
+    - ddof: 1 for the unbiased variance.
+    - eps_mode: "inside" sqrt(var + eps); "outside" sqrt(var) + eps; "none" sqrt(var).
+    - center: False skips the mean (RMSNorm's statistic, mean of squares).
+    - one_pass: variance as E[x^2] - E[x]^2 (cancels catastrophically at large offsets).
+    - sqrt: False divides by the variance itself.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    mu = x.mean(axis=axes, keepdims=True) if center else 0.0
+    n = x.size // np.asarray(mu).size if center else None
+    if center and one_pass:
+        var = (x * x).mean(axis=axes, keepdims=True) - mu * mu
+    else:
+        var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+    if ddof and center:
+        var = var * n / (n - ddof)
+    if eps_mode == "inside":
+        denom = np.sqrt(var + eps) if sqrt else var + eps
+    elif eps_mode == "outside":
+        denom = (np.sqrt(var) if sqrt else var) + eps
+    else:
+        denom = np.sqrt(var) if sqrt else var
+    out = (x - mu) / denom
+    if gamma is not None:
+        out = out * gamma
+    if beta is not None:
+        out = out + beta
+    return out
+
+
+def normalize_backward(
+    dout: np.ndarray,
+    x: np.ndarray,
+    axes: int | tuple[int, ...],
+    gamma: np.ndarray | None = None,
+    eps: float = 1e-5,
+    *,
+    center: bool = True,
+    mean_term: bool = True,
+    var_term: bool = True,
+    use_gamma: bool = True,
+    ddof: int = 0,
+) -> np.ndarray:
+    """dx of :func:`normalize` (eps inside) with switches that drop one term at a time.
+
+    ``dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))`` with ``g = dout * gamma``.
+    - mean_term: False drops ``- mean(g)`` (the mean treated as a constant).
+    - var_term: False drops ``- x_hat * mean(g * x_hat)`` (the variance treated as a constant).
+    - use_gamma: False forgets gamma in g.
+    - center: False is RMSNorm (no mean term; x_hat = x / rms).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    mu = x.mean(axis=axes, keepdims=True) if center else 0.0
+    xc = x - mu
+    n = x.size // np.asarray(x.mean(axis=axes, keepdims=True)).size
+    var = (xc**2).mean(axis=axes, keepdims=True)
+    if ddof:
+        var = var * n / (n - ddof)
+    rstd = 1.0 / np.sqrt(var + eps)
+    x_hat = xc * rstd
+    g = dout * gamma if (gamma is not None and use_gamma) else np.asarray(dout, dtype=np.float64)
+    dx = g.copy()
+    if center and mean_term:
+        dx = dx - g.mean(axis=axes, keepdims=True)
+    if var_term:
+        dx = dx - x_hat * (g * x_hat).mean(axis=axes, keepdims=True)
+    return rstd * dx

@@ -1,0 +1,377 @@
+"""Checks for the ``prepost`` assignment (torch): residual blocks with the norm before or after.
+
+Student code:
+- ``pre_norm_residual(x, sublayer, norm) -> x + sublayer(norm(x))``
+- ``post_norm_residual(x, sublayer, norm) -> norm(x + sublayer(x))``
+- ``block_input_grad_norms(blocks, x, upstream) -> list of L floats``: run ``x`` through the
+  callables ``blocks`` in order, backpropagate ``upstream`` (the gradient of the loss with
+  respect to the final output) and return the L2 norm of the gradient with respect to the
+  INPUT of each block, in block order.
+- ``answer_q1``, ``answer_q2``, ``answer_q3``: letters, checked by hash.
+
+:func:`make_stack` builds the deep stack of the experiment; :func:`experiment` runs it with the
+reference implementation (the tests use it to prove the answer keys agree with the measurement).
+torch is imported inside the functions: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from normedu.grading.answers import check_answer, check_format
+from normedu.grading.compare import GradingError, call, inline_figures
+from normedu.grading.diagnose import check_against
+from normedu.grading.guard import TORCH_OK, assert_no_shortcut
+
+__all__ = [
+    "make_stack",
+    "make_inputs",
+    "experiment",
+    "measured_answers",
+    "plot_grad_norms",
+    "check_pre_norm",
+    "check_post_norm",
+    "check_residual_hidden",
+    "check_grad_norms",
+    "check_grad_norms_hidden",
+    "check_answers_format",
+    "check_answer_q1",
+    "check_answer_q2",
+    "check_answer_q3",
+]
+
+PRE_IS_POST = "pre_norm_residual computed the Post-Norm block: Pre-Norm normalizes the sublayer's INPUT and adds the raw x: x + sublayer(norm(x))"  # noqa: E501
+POST_IS_PRE = "post_norm_residual computed the Pre-Norm block: Post-Norm adds first and normalizes the SUM: norm(x + sublayer(x))"  # noqa: E501
+NO_RESIDUAL = "the residual connection is missing: add the block's input x"
+NORMED_RESIDUAL = "the residual path must carry the raw x, not norm(x): x + sublayer(norm(x))"
+POST_SUB_NORMED = (
+    "in Post-Norm the sublayer sees the raw x; only the sum is normalized: norm(x + sublayer(x))"  # noqa: E501
+)
+DOUBLE_NORM = "apply the norm once: Pre-Norm normalizes the sublayer input only"
+POST_NORM_X = "Post-Norm normalizes the sum x + sublayer(x), not x alone"
+NO_NORM = "the norm is missing: Pre-Norm normalizes the sublayer's input, x + sublayer(norm(x))"
+POST_NO_NORM = "the norm is missing: Post-Norm normalizes the sum, norm(x + sublayer(x))"
+CALLS = "call sublayer and norm exactly once each"
+REVERSED = "return the gradient norms in block order (block 1 first)"
+OUTPUTS = "take the gradient with respect to each block's INPUT (block 1's input is x itself), not its output"  # noqa: E501
+UPSTREAM = "backpropagate the given upstream gradient (out.backward(upstream) or torch.autograd.grad(out, inputs, upstream)), not a loss such as out.sum() or out.mean()"  # noqa: E501
+SQUARED = "return the L2 norm of each gradient (tensor.norm()), not its square"
+NOT_FLOAT = "return a list of Python floats (use .item())"
+
+#: Depth and width of the experiment's stack.
+DEPTH, WIDTH, BATCH = 24, 64, 32
+
+
+def make_stack(depth: int = DEPTH, width: int = WIDTH, seed: int = 0) -> tuple[list, list]:
+    """(sublayers, norms): ``depth`` MLPs Linear(w, 4w)-GELU-Linear(4w, w) and LayerNorms."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    subs = [
+        nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        for _ in range(depth)
+    ]
+    norms = [nn.LayerNorm(width) for _ in range(depth)]
+    return subs, norms
+
+
+def make_inputs(batch: int = BATCH, width: int = WIDTH, seed: int = 1) -> tuple[Any, Any]:
+    """(x, upstream): the stack's input and a random upstream gradient, both (batch, width)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, width, generator=g), torch.randn(batch, width, generator=g)
+
+
+def _pre(x, s, n):
+    return x + s(n(x))
+
+
+def _post(x, s, n):
+    return n(x + s(x))
+
+
+def _grad_norms(blocks: list, x: Any, upstream: Any) -> list[float]:
+    import torch
+
+    h = x.detach().clone().requires_grad_(True)
+    inputs = []
+    for block in blocks:
+        inputs.append(h)
+        h = block(h)
+    grads = torch.autograd.grad(h, inputs, upstream)
+    return [float(g.norm()) for g in grads]
+
+
+def _blocks(kind: str, subs: list, norms: list) -> list[Callable]:
+    f = _pre if kind == "pre" else _post
+    return [lambda h, s=s, n=n: f(h, s, n) for s, n in zip(subs, norms, strict=True)]
+
+
+@lru_cache(maxsize=1)
+def experiment() -> dict[str, list[float]]:
+    """Reference run: {"pre": L gradient norms, "post": L gradient norms}."""
+    subs, norms = make_stack()
+    x, up = make_inputs()
+    return {k: _grad_norms(_blocks(k, subs, norms), x, up) for k in ("pre", "post")}
+
+
+def plot_grad_norms(pre: list[float], post: list[float]) -> Any:
+    """Figure of the gradient norm at each block's input, Pre-Norm against Post-Norm.
+
+    Returns None while nbgrader grades the notebook (``NBGRADER_EXECUTION`` is set): grading
+    needs no picture, and importing matplotlib costs seconds per submission.
+    """
+    if os.environ.get("NBGRADER_EXECUTION"):
+        return None
+    from normedu.plots import COLORS, figure
+
+    inline_figures()
+
+    fig, ax = figure(width=6.5, height=3.6)
+    blocks = range(1, len(pre) + 1)
+    ax.plot(blocks, pre, marker="o", color=COLORS["pre"], label="Pre-Norm")
+    ax.plot(blocks, post, marker="s", color=COLORS["post"], label="Post-Norm")
+    ax.set(title="Gradient norm at each block's input", xlabel="block", ylabel="||dL/dh||")
+    ax.legend()
+    return fig
+
+
+def _ratio_letter(r: float) -> str:
+    return "c" if abs(r - 1) <= 0.1 else ("a" if r > 1 else "b")
+
+
+def measured_answers() -> dict[str, str]:
+    """The answers that follow from :func:`experiment` (the keys must agree with them)."""
+    res = experiment()
+    return {
+        "prepost_q1": _ratio_letter(res["pre"][0] / res["pre"][-1]),
+        "prepost_q2": _ratio_letter(res["post"][0] / res["post"][-1]),
+        "prepost_q3": "a",  # conceptual: the identity path of x + f(norm(x))
+    }
+
+
+# --------------------------------------------------------------------------- the two blocks
+
+
+class _Counted:
+    """A callable that counts its calls (to catch a block that calls norm twice)."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, t: Any) -> Any:
+        self.calls += 1
+        return self.fn(t)
+
+
+def _probe_fns():
+    """Stand-ins chosen so that every wrong wiring gives a different number."""
+    import torch
+
+    def norm(t):
+        return 2.0 * t + 1.0
+
+    def sub(t):
+        return 0.5 * t * t + torch.sin(t)
+
+    return norm, sub
+
+
+def _check_block(f: Callable, kind: str) -> None:
+    import torch
+
+    assert_no_shortcut(f, TORCH_OK)
+    norm, sub = _probe_fns()
+    x = torch.linspace(-1.5, 2.0, 12, dtype=torch.float64).reshape(3, 4)
+    n_c, s_c = _Counted(norm), _Counted(sub)
+    out = call(f, x.clone(), s_c, n_c, name=f.__name__, block=False)
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        raise GradingError(f"{f.__name__} must return a tensor of shape {tuple(x.shape)}")
+    if kind == "pre":
+        hyps = [
+            (PRE_IS_POST, lambda: _post(x, sub, norm)),
+            (NO_RESIDUAL, lambda: sub(norm(x))),
+            (NORMED_RESIDUAL, lambda: norm(x) + sub(norm(x))),
+            (DOUBLE_NORM, lambda: norm(x + sub(norm(x)))),
+            (NO_NORM, lambda: x + sub(x)),
+        ]
+    else:
+        hyps = [
+            (POST_IS_PRE, lambda: _pre(x, sub, norm)),
+            (NO_RESIDUAL, lambda: norm(sub(x))),
+            (POST_SUB_NORMED, lambda: norm(x + sub(norm(x)))),
+            (POST_NORM_X, lambda: norm(x) + sub(x)),
+            (POST_NO_NORM, lambda: x + sub(x)),
+        ]
+    expected = (_pre if kind == "pre" else _post)(x, sub, norm)
+    check_against(
+        out.detach().numpy(),
+        expected.numpy(),
+        f"{f.__name__}(x, sublayer, norm)",
+        [(m, lambda t=t: t().numpy()) for m, t in hyps],
+    )
+    if n_c.calls != 1 or s_c.calls != 1:
+        raise GradingError(
+            f"{CALLS}; {f.__name__} called norm {n_c.calls} and sublayer {s_c.calls} times"
+        )  # noqa: E501
+
+
+def check_pre_norm(f: Callable) -> None:
+    """pre_norm_residual wires x + sublayer(norm(x)) (probed with stand-in functions)."""
+    _check_block(f, "pre")
+
+
+def check_post_norm(f: Callable) -> None:
+    """post_norm_residual wires norm(x + sublayer(x)) (probed with stand-in functions)."""
+    _check_block(f, "post")
+
+
+def check_residual_hidden(pre: Callable, post: Callable) -> None:
+    """Both blocks with a real LayerNorm and MLP on a 3-D input; gradients reach x."""
+    import torch
+
+    subs, norms = make_stack(depth=1, width=8, seed=5)
+    x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(6), dtype=torch.float32)
+    for f, ref in ((pre, _pre), (post, _post)):
+        assert_no_shortcut(f, TORCH_OK)
+        xs = x.clone().requires_grad_(True)
+        out = call(f, xs, subs[0], norms[0], name=f.__name__, block=False)
+        xr = x.clone().requires_grad_(True)
+        expected = ref(xr, subs[0], norms[0])
+        check_against(
+            out.detach().double().numpy(),
+            expected.detach().double().numpy(),
+            f"{f.__name__} with a LayerNorm and an MLP",
+            rtol=1e-5,
+            atol=1e-6,
+        )
+        if not out.requires_grad:
+            raise GradingError(f"{f.__name__}'s output does not require grad: keep it in torch")
+        (gx,) = torch.autograd.grad(out.sum(), xs)
+        (ex,) = torch.autograd.grad(expected.sum(), xr)
+        check_against(
+            gx.double().numpy(),
+            ex.double().numpy(),
+            f"the gradient of {f.__name__} with respect to x",
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+
+# --------------------------------------------------------------------------- gradient norms
+
+
+def _grad_hypotheses(blocks, x, up) -> list:
+    import torch
+
+    def variant(which: str):
+        h = x.detach().clone().requires_grad_(True)
+        inputs, outputs = [], []
+        for b in blocks:
+            inputs.append(h)
+            h = b(h)
+            outputs.append(h)
+        if which == "outputs":
+            gs = torch.autograd.grad(h, outputs, up)
+        elif which == "sum":
+            gs = torch.autograd.grad(h.sum(), inputs)
+        elif which == "mean":
+            gs = torch.autograd.grad(h.mean(), inputs)
+        else:
+            gs = torch.autograd.grad(h, inputs, up)
+        norms = [float(g.norm()) for g in gs]
+        if which == "squared":
+            norms = [v * v for v in norms]
+        if which == "reversed":
+            norms = norms[::-1]
+        return tuple(norms)
+
+    return [
+        (REVERSED, lambda: variant("reversed")),
+        (OUTPUTS, lambda: variant("outputs")),
+        (UPSTREAM, lambda: variant("sum")),
+        (UPSTREAM, lambda: variant("mean")),
+        (SQUARED, lambda: variant("squared")),
+    ]
+
+
+def _check_grads(f: Callable, blocks: list, x: Any, up: Any, label: str) -> None:
+    assert_no_shortcut(f, TORCH_OK)
+    res = call(f, blocks, x.clone(), up.clone(), name=f.__name__, block=False)
+    if not isinstance(res, (list, tuple)) or len(res) != len(blocks):
+        n = len(res) if isinstance(res, (list, tuple)) else type(res).__name__
+        raise GradingError(f"{f.__name__} must return a list of {len(blocks)} floats, got {n}")
+    try:
+        values = tuple(float(v) for v in res)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise GradingError(f"{NOT_FLOAT}: {e}") from e
+    expected = tuple(_grad_norms(blocks, x, up))
+    check_against(
+        values,
+        expected,
+        f"the gradient norms {label}",
+        _grad_hypotheses(blocks, x, up),
+        rtol=1e-4,
+        atol=1e-7,
+        diag_tol=(1e-4, 1e-7),
+    )
+
+
+def check_grad_norms(f: Callable) -> None:
+    """A 4-block Pre-Norm stack of the reference blocks, random upstream gradient."""
+    subs, norms = make_stack(depth=4, width=8, seed=7)
+    x, up = make_inputs(batch=5, width=8, seed=8)
+    _check_grads(f, _blocks("pre", subs, norms), x, up, "of a 4-block Pre-Norm stack")
+
+
+def check_grad_norms_hidden(f: Callable) -> None:
+    """Post-Norm stack, a single block, plain functions as blocks."""
+    import torch
+
+    subs, norms = make_stack(depth=6, width=8, seed=9)
+    x, up = make_inputs(batch=3, width=8, seed=10)
+    _check_grads(f, _blocks("post", subs, norms), x, up, "of a 6-block Post-Norm stack")
+    _check_grads(f, _blocks("pre", subs[:1], norms[:1]), x, up, "of a single block")
+    fns = [torch.tanh, lambda t: 3.0 * t, torch.sin]
+    _check_grads(f, fns, x, up, "of the blocks tanh, 3·x, sin")
+
+
+# --------------------------------------------------------------------------- answers
+
+_KEYS = {
+    "prepost_q1": "ab6cb56f33ebac70c4b484f0ee40302a9268b56a96419e13ac3ce6ad0baa0596",
+    "prepost_q2": "ab855bd443519277d664f0aa70ed0eb6743fec7e470d862a0889118f9a964652",
+    "prepost_q3": "5c8c18c65f657abf2289df9e597347decea6cd83ce15523c26f2e0d08e9a8e28",
+}
+_HINTS = {
+    "prepost_q1": "Compare g_pre[0] with g_pre[-1].",
+    "prepost_q2": "Compare g_post[0] with g_post[-1].",
+    "prepost_q3": "Differentiate x + f(norm(x)) with respect to x: which term does not depend on f?",  # noqa: E501
+}
+
+
+def check_answers_format(q1: object, q2: object, q3: object) -> None:
+    """Each answer is one of the offered letters (says nothing about correctness)."""
+    for name, a in (("answer_q1", q1), ("answer_q2", q2), ("answer_q3", q3)):
+        check_format(name, a, ("a", "b", "c"))
+
+
+def _check(q: str, answer: object) -> None:
+    check_answer(q, answer, _KEYS[q], _HINTS[q])
+
+
+def check_answer_q1(answer: object) -> None:
+    _check("prepost_q1", answer)
+
+
+def check_answer_q2(answer: object) -> None:
+    _check("prepost_q2", answer)
+
+
+def check_answer_q3(answer: object) -> None:
+    _check("prepost_q3", answer)

@@ -1,0 +1,194 @@
+"""Proofs about the nbgrader exercise library, run through nbgrader itself (in-process API).
+
+For each assignment, in a temporary course directory (never the repository's gradebook):
+
+1. ``generate_assignment`` from a copy of ``solutions/`` reproduces ``exercises/`` exactly, and
+   the release holds no solution code and no hidden tests;
+2. autograding scores the solution notebook full marks and the untouched release 0;
+3. every catalogued mistake (:mod:`normedu.grading.mistakes`) submitted as its own notebook
+   scores strictly less than full marks, and a failing test's output names the mistake;
+4. cheating does not pay: shortcuts that call a library, test cells edited to ``assert True``
+   and deleted test cells all leave the score where the code puts it.
+
+One autograde call per assignment grades all its submissions. The assignments are separate
+tests, so ``pytest -n 2`` spreads them over two workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from normedu.grading import mistakes
+
+REPO = Path(__file__).resolve().parent.parent
+ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian")
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:.*:Warning:sqlalchemy.*"),
+    pytest.mark.filterwarnings("ignore:.*SAWarning.*"),
+]
+
+
+def _config(root: Path):
+    from traitlets.config import Config
+
+    c = Config()
+    c.CourseDirectory.root = str(root)
+    c.CourseDirectory.course_id = "normedu"
+    c.CourseDirectory.source_directory = "solutions"
+    c.CourseDirectory.release_directory = "exercises"
+    c.CourseDirectory.db_url = "sqlite:///" + str(root / "gradebook.db")
+    c.Exchange.root = str(root / "exchange")
+    # A deleted test cell must still count (as failed), not vanish from the total.
+    c.OverwriteCells.add_missing_cells = True
+    c.ExecutePreprocessor.timeout = 120
+    return c
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    """A temporary course directory with one assignment's source; returns (root, api)."""
+    from nbgrader.apps import NbGraderAPI
+
+    # nbgrader calls the `alembic` executable of its environment.
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    monkeypatch.chdir(tmp_path)
+    warnings.filterwarnings("ignore")
+
+    def make(assignment: str):
+        shutil.copytree(REPO / "solutions" / assignment, tmp_path / "solutions" / assignment)
+        api = NbGraderAPI(config=_config(tmp_path))
+        result = api.generate_assignment(assignment, force=True)
+        assert result["success"], result.get("error", "") + result.get("log", "")
+        return tmp_path, api
+
+    return make
+
+
+def _grade_cells(nb) -> list:
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _replace_cell(nb, grade_id: str, source: str):
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    hits = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    assert len(hits) == 1, grade_id
+    hits[0].source = source
+    return nb
+
+
+def _failure_text(nb) -> str:
+    """Error names, values and tracebacks of every test cell of an autograded notebook."""
+    parts = []
+    for cell in _grade_cells(nb):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                parts += [out.get("ename", ""), out.get("evalue", ""), *out.get("traceback", [])]
+    return "\n".join(parts)
+
+
+def test_exercise_pages_offer_the_student_notebook_only():
+    """Each assignment page downloads exercises/<a>/<a>.ipynb; no page points at solutions/."""
+    pages = REPO / "book" / "exercises"
+    index = (pages / "index.md").read_text()
+    for a in ASSIGNMENTS:
+        text = (pages / f"{a}.md").read_text()
+        assert f"<../../exercises/{a}/{a}.ipynb>`" in text and "{download}`" in text, a
+        assert f"]({a}.md)" in index, a
+    for page in pages.glob("*.md"):
+        assert "../solutions" not in page.read_text(), page.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_assignment_is_graded_correctly(assignment, course):
+    from nbgrader.api import Gradebook
+
+    root, api = course(assignment)
+    name = f"{assignment}.ipynb"
+    generated = root / "exercises" / assignment / name
+    committed = REPO / "exercises" / assignment / name
+
+    # 1. exercises/ is exactly what generate_assignment produces, and gives nothing away.
+    assert generated.read_text() == committed.read_text(), (
+        f"exercises/{assignment} is out of date: run `nbgrader generate_assignment {assignment} "
+        "--force` from the repository root"
+    )
+    assert sorted(p.name for p in (REPO / "exercises" / assignment).iterdir()) == [name]
+    release = nbformat.read(generated, as_version=4)
+    solution = nbformat.read(root / "solutions" / assignment / name, as_version=4)
+    text = generated.read_text()
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "_hidden("):
+        assert marker not in text
+    # The explanations may quote a hint; the code cells must not contain solution lines.
+    code = "\n".join(c.source for c in release.cells if c.cell_type == "code")
+    for cell in solution.cells:
+        src = cell.source
+        if "### BEGIN SOLUTION" in src:
+            body = src.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+            for line in body.strip().splitlines():
+                if len(line.strip()) > 12:
+                    assert line.strip() not in code, f"solution line leaked: {line.strip()!r}"
+        if "### BEGIN HIDDEN TESTS" in src:
+            # Hidden tests live alone in their own cell: a visible assert can never leak them.
+            before = src.split("### BEGIN HIDDEN TESTS")[0]
+            assert all(ln.startswith("#") for ln in before.strip().splitlines())
+            assert src.rstrip().endswith("### END HIDDEN TESTS")
+
+    # 2.-4. submissions: one notebook per student id
+    subs: dict[str, tuple[object, str | None]] = {
+        "solution": (solution, None),
+        "blank": (release, None),
+    }
+    tampered = release
+    for cell in _grade_cells(release):
+        tampered = _replace_cell(tampered, cell.metadata.nbgrader.grade_id, "assert True")
+    subs["tampered"] = (tampered, None)
+    deleted = nbformat.from_dict(json.loads(json.dumps(release)))
+    deleted.cells = [c for c in deleted.cells if not c.metadata.get("nbgrader", {}).get("grade")]
+    subs["deleted"] = (deleted, None)
+    catalog = mistakes.for_assignment(assignment)
+    for i, m in enumerate(catalog):
+        cell_src = next(c.source for c in solution.cells
+                        if c.metadata.get("nbgrader", {}).get("grade_id") == m.cell)  # fmt: skip
+        subs[f"mistake{i:02d}"] = (_replace_cell(solution, m.cell, m.source(cell_src)), m.phrase)
+    for sid, (nb, _) in subs.items():
+        folder = root / "submitted" / sid / assignment
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / name)
+
+    result = api.autograde(assignment, "*", force=True)
+    assert result["success"], result.get("error", "") + result.get("log", "")[-3000:]
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        scores = {}
+        for sid in subs:
+            s = gb.find_submission(assignment, sid)
+            scores[sid] = (s.score, s.max_score, s.needs_manual_grade)
+    full = scores["solution"][1]
+    assert full > 0
+    assert scores["solution"][0] == full, scores["solution"]
+    assert not any(v[2] for v in scores.values()), "no cell may need manual grading"
+    for sid in ("blank", "tampered", "deleted"):
+        assert scores[sid][0] == 0, (sid, scores[sid])
+        assert scores[sid][1] == full, (sid, scores[sid])
+
+    missed = []
+    for i, m in enumerate(catalog):
+        sid = f"mistake{i:02d}"
+        if not scores[sid][0] < full:
+            missed.append(f"{m.name}: full marks")
+            continue
+        graded = nbformat.read(root / "autograded" / sid / assignment / name, as_version=4)
+        if m.phrase not in _failure_text(graded):
+            missed.append(f"{m.name}: no failing test says {m.phrase!r}")
+    assert not missed, missed

@@ -1,0 +1,288 @@
+"""Unit tests of normedu.grading: the checks, the diagnosis, the guard and the mistake catalog.
+
+Fast (no nbgrader, no kernels): the solution notebooks' answer and test cells are executed in a
+plain namespace. ``tests/test_exercises.py`` repeats the important proofs through nbgrader.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from normedu.grading import answers, compare, diagnose, drift, gradcheck, guard, mistakes
+
+REPO = Path(__file__).resolve().parent.parent
+ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian")
+HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+
+
+def _cells(assignment: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """(answer cells by grade_id, [(grade_id, test source)]) of a solution notebook."""
+    nb = json.loads((REPO / "solutions" / assignment / f"{assignment}.ipynb").read_text())
+    answers_, tests = {}, []
+    for cell in nb["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        src = "".join(cell["source"])
+        if meta.get("solution") and cell["cell_type"] == "code":
+            answers_[meta["grade_id"]] = src
+        elif meta.get("grade") and cell["cell_type"] == "code":
+            for marker in HIDDEN_MARKERS:
+                src = src.replace(marker, "")
+            tests.append((meta["grade_id"], src))
+    return answers_, tests
+
+
+def _run(answer_cells: dict[str, str], tests: list[tuple[str, str]]) -> dict[str, str | None]:
+    """Execute the answer cells, then each test; {test id: failure message or None}."""
+    ns: dict = {"__name__": "__main__"}
+    for src in answer_cells.values():
+        exec(compile(src, "<answer>", "exec"), ns)
+    results = {}
+    for gid, src in tests:
+        try:
+            exec(compile(src, f"<{gid}>", "exec"), ns)
+            results[gid] = None
+        except AssertionError as e:
+            results[gid] = str(e)
+    return results
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solution_passes_every_check_silently(assignment, capfd):
+    cells, tests = _cells(assignment)
+    results = _run(cells, tests)
+    assert results and all(v is None for v in results.values()), results
+    # nbgrader scores a test cell 0 if anything reaches stderr.
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_stub_fails_every_check(assignment):
+    cells, tests = _cells(assignment)
+    stubbed = {}
+    for gid, src in cells.items():
+        lines, out, inside = src.splitlines(), [], False
+        for line in lines:
+            if "### BEGIN SOLUTION" in line:
+                inside = True
+                out.append(line.replace("### BEGIN SOLUTION", "raise NotImplementedError()"))
+            elif "### END SOLUTION" in line:
+                inside = False
+            elif not inside:
+                out.append(line)
+        stubbed[gid] = "\n".join(out)
+    ns_cells = {}
+    for gid, src in stubbed.items():
+        # As in a notebook, a cell that raises leaves what it defined before the raise.
+        ns_cells[gid] = f"try:\n    exec({src!r})\nexcept NotImplementedError:\n    pass\n"
+    results = _run(ns_cells, tests)
+    failed = [gid for gid, msg in results.items() if msg is not None]
+    passed = [gid for gid, msg in results.items() if msg is None]
+    # The only cells that may pass on a stub are the 0-point format checks, which fail too
+    # because the answers are still None.
+    assert not passed, f"tests passing on the stub: {passed}"
+    assert failed
+
+
+CATALOG = mistakes.CATALOG + mistakes.SHORTCUTS
+
+
+@pytest.mark.parametrize(
+    "mistake", CATALOG, ids=[f"{m.assignment}:{m.cell}:{m.name}" for m in CATALOG]
+)
+def test_mistake_fails_and_is_named(mistake):
+    cells, tests = _cells(mistake.assignment)
+    cells = dict(cells)
+    cells[mistake.cell] = mistake.source(cells[mistake.cell])
+    results = _run(cells, tests)
+    failures = [msg for msg in results.values() if msg is not None]
+    assert failures, f"{mistake.name}: every check passed"
+    assert any(mistake.phrase in msg for msg in failures), (mistake.phrase, failures)
+
+
+NORM_FUNCTIONS = (
+    "batchnorm_forward", "batchnorm_backward", "layernorm_forward", "layernorm_backward",
+    "rmsnorm_forward", "rmsnorm_backward", "rmsnorm_module", "layernorm_jacobian",
+)  # fmt: skip
+
+
+def test_catalog_has_at_least_six_mistakes_per_norm_function():
+    counts = Counter(m.cell for m in mistakes.CATALOG)
+    assert {f: counts[f] for f in NORM_FUNCTIONS if counts[f] < 6} == {}
+    assert all(counts[c] >= 1 for c in ("activation_stats", "forward_stack", "pre_norm_residual"))
+    # Every assignment has mistakes, and every library-backed assignment a shortcut attempt.
+    assert {m.assignment for m in mistakes.CATALOG} == set(ASSIGNMENTS)
+    assert {m.assignment for m in mistakes.SHORTCUTS} >= {
+        "batchnorm", "layernorm", "rmsnorm", "jacobian"
+    }  # fmt: skip
+
+
+def test_mistake_edit_must_match_exactly_once():
+    m = mistakes.Mistake("x", "c", "n", "p", (("a", "b"),))
+    assert m.source("xay") == "xby"
+    with pytest.raises(ValueError, match="occurs 2 times"):
+        m.source("aa")
+
+
+# --------------------------------------------------------------------------- the guard
+
+
+def _define(src: str, name: str):
+    ns: dict = {"__name__": "__main__"}
+    exec(src, ns)
+    return ns[name]
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "import normedu.functional as F\ndef f(x):\n    return F.layer_norm(x)",
+        "from normedu.functional import layer_norm as ln\ndef f(x):\n    return ln(x)",
+        "def f(x):\n    import torch\n    return x",
+        "def f(x):\n    g = lambda t: __import__('numpy').asarray(t)\n    import normedu\n    return g(x)",  # noqa: E501
+        "import normedu\ndef h(x):\n    return normedu.functional.rms_norm(x)\ndef f(x):\n    return h(x)",  # noqa: E501
+        "import numpy as np\ndef f(x):\n    return np.layer_norm(x)",
+    ],
+)
+def test_guard_finds_shortcuts(src):
+    f = _define(src, "f")
+    assert guard.find_shortcuts(f)
+    with pytest.raises(compare.GradingError, match="earns no points"):
+        guard.assert_no_shortcut(f)
+
+
+def test_guard_accepts_plain_numpy_and_torch_modules():
+    f = _define(
+        "import numpy as np\ndef helper(x):\n    return x - x.mean(-1, keepdims=True)\n"
+        "def f(x):\n    return helper(x) / np.sqrt(np.var(x, -1, keepdims=True) + 1e-5)",
+        "f",
+    )
+    assert guard.find_shortcuts(f) == []
+    cells, _ = _cells("rmsnorm")
+    cls = _define(cells["rmsnorm_module"], "RMSNorm")
+    assert guard.find_shortcuts(cls, guard.TORCH_OK) == []
+    # torch is banned in the numpy assignments, allowed in the torch ones
+    assert guard.find_shortcuts(cls, guard.NUMPY_ONLY)
+
+
+def test_library_blocked_raises_inside_and_restores_after():
+    import normedu.functional as nf
+
+    original = nf.layer_norm
+    with guard.library_blocked():
+        with pytest.raises(compare.GradingError, match="yourself"):
+            nf.layer_norm(np.ones((2, 3)))
+    assert nf.layer_norm is original
+    np.testing.assert_allclose(nf.layer_norm(np.array([[1.0, 3.0]])), [[-1.0, 1.0]], atol=1e-4)
+
+
+def test_numpy_assignments_never_import_torch():
+    code = (
+        "import sys, json\n"
+        "from normedu.grading import batchnorm, layernorm, jacobian, drift, rmsnorm, mistakes\n"
+        "assert 'torch' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_numerical_gradient_matches_closed_form_with_random_upstream():
+    rng = np.random.default_rng(0)
+    x, dout = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    grad = gradcheck.numerical_gradient(lambda t: np.sin(t) * t, x, dout)
+    np.testing.assert_allclose(grad, dout * (np.cos(x) * x + np.sin(x)), rtol=1e-7, atol=1e-9)
+
+
+def test_normalize_matches_torch_layer_norm_and_its_gradient():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x, gamma, beta = rng.standard_normal((3, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
+    dout = rng.standard_normal((3, 5))
+    xt = torch.tensor(x, requires_grad=True)
+    out = torch.nn.functional.layer_norm(xt, (5,), torch.tensor(gamma), torch.tensor(beta), 0.1)
+    np.testing.assert_allclose(
+        diagnose.normalize(x, -1, gamma, beta, 0.1), out.detach(), rtol=1e-10
+    )
+    (gx,) = torch.autograd.grad(out, xt, torch.tensor(dout))
+    np.testing.assert_allclose(
+        diagnose.normalize_backward(dout, x, -1, gamma, 0.1), gx, rtol=1e-9, atol=1e-12
+    )
+
+
+def test_diagnose_names_the_matching_variant_and_skips_uninformative_ones():
+    x = np.random.default_rng(2).standard_normal((4, 6))
+    good = diagnose.normalize(x, -1)
+    hyps = [("same as good", lambda: good), ("unbiased", lambda: diagnose.normalize(x, -1, ddof=1))]
+    assert diagnose.diagnose(diagnose.normalize(x, -1, ddof=1), hyps, good) == "unbiased"
+    assert diagnose.diagnose(good * 3, hyps, good) is None
+    with pytest.raises(compare.GradingError, match="Likely cause: unbiased"):
+        diagnose.check_against(diagnose.normalize(x, -1, ddof=1), good, "out", hyps)
+
+
+def test_call_silences_warnings_and_explains_exceptions(capfd):
+    def noisy(x):
+        warnings.warn("loud", stacklevel=1)
+        return np.log(x - x)
+
+    compare.call(noisy, np.ones(3))
+    assert capfd.readouterr().err == ""
+
+    def no_keepdims(x):
+        return x - x.mean(axis=-1)
+
+    with pytest.raises(compare.GradingError, match="keepdims"):
+        compare.call(no_keepdims, np.ones((2, 3)))
+
+
+def test_answer_keys_agree_with_the_measurements():
+    from normedu.grading import prepost
+
+    for module in (drift, prepost):
+        for q, a in module.measured_answers().items():
+            assert answers.answer_hash(q, a) == module._KEYS[q], (q, a)
+    # and the solution notebooks give these answers
+    for name, module in (("drift", drift), ("prepost", prepost)):
+        cells, _ = _cells(name)
+        ns: dict = {}
+        exec(cells["answers"].replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""), ns)
+        measured = module.measured_answers()
+        assert [ns[f"answer_q{i}"] for i in (1, 2, 3)] == [
+            measured[f"{name}_q{i}"] for i in (1, 2, 3)
+        ]
+
+
+def test_answer_format_messages():
+    with pytest.raises(compare.GradingError, match="still None"):
+        answers.check_format("answer_q1", None, ("a", "b"))
+    with pytest.raises(compare.GradingError, match="not a valid choice"):
+        answers.check_format("answer_q1", "z", ("a", "b"))
+    answers.check_format("answer_q1", " B ", ("a", "b"))
+
+
+def test_experiment_plots_have_titles_and_skip_under_nbgrader(monkeypatch):
+    from normedu.grading import prepost
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    profiles = {g: np.abs(np.random.default_rng(3).standard_normal((5, 3))) for g in drift.GAINS}
+    fig = drift.plot_profiles(profiles)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["Activation std per layer", "Saturated tanh units per layer"]
+    assert len(fig.axes[0].get_legend().get_texts()) == len(drift.GAINS)
+    fig = prepost.plot_grad_norms([3.0, 2.0, 1.0], [1.0, 1.0, 1.0])
+    assert [len(line.get_xdata()) for line in fig.axes[0].get_lines()] == [3, 3]
+    assert fig.axes[0].get_xlabel() == "block"
+    # nbgrader sets NBGRADER_EXECUTION while grading: no figure, no matplotlib import cost
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    assert drift.plot_profiles(profiles) is None
+    assert prepost.plot_grad_norms([1.0], [1.0]) is None
