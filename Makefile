@@ -14,7 +14,7 @@ KEEP_TORCH ?=
 # Extra pytest arguments, e.g. make test PYTEST_ARGS="-m 'not slow'"
 PYTEST_ARGS ?=
 
-.PHONY: book serve test test-fast lint lab browser release clean help
+.PHONY: book serve test test-fast lint lab browser release release-check grade-bench bench clean help
 
 help:
 	@sed -n '2,5p' Makefile
@@ -61,6 +61,18 @@ lab: $(STAMP)
 
 release: $(STAMP)
 	$(VENV)/bin/normedu release
+
+# exercises/ must be exactly what nbgrader generates from solutions/ (also a test).
+release-check: $(STAMP)
+	$(VENV)/bin/normedu release --check
+
+# Grading speed: a synthetic 40-student cohort, sequential vs all cores.
+grade-bench: $(STAMP)
+	$(VENV)/bin/normedu grade-bench layernorm
+
+# Normalization kernels: quick benchmark of this device (results in bench-out/).
+bench: $(STAMP)
+	$(PY) -m normedu.bench --quick
 
 clean:
 	rm -rf _build

@@ -1,0 +1,277 @@
+"""``normedu``: run a course end to end (also ``python -m normedu``).
+
+    normedu release [A ...] [--check]      solutions/ -> exercises/ (or check they agree)
+    normedu collect A INBOX [--layout ...]   an LMS download -> submitted/<student>/A/
+    normedu autograde A [-j N] [--force]     grade every new or changed submission
+    normedu feedback A                       feedback/<student>/A/A.html, hidden tests hidden
+    normedu export A [-o grades.csv]         one row per student, one column per test cell
+    normedu grade-bench [A]                  time a synthetic cohort: 1 worker vs all cores
+
+Run from the course root (the folder with nbgrader_config.py) or pass --root.
+Exit status: 0 on success, 1 when something needs the instructor's attention (release out of
+sync, files that could not be placed, grading-machinery errors), 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+
+
+def _course(args):
+    from .course.config import Course
+
+    return Course.at(args.root)
+
+
+def _cmd_release(args) -> int:
+    from .course.release import check_release, release
+
+    course = _course(args)
+    names = args.assignments or course.assignments()
+    if not names:
+        print(f"no assignments in {course.root / course.source}")
+        return 1
+    if args.check:
+        diffs = check_release(course, names)
+        bad = {a: d for a, d in diffs.items() if d}
+        for a in names:
+            print(f"{a}: {'in sync' if not diffs[a] else 'OUT OF SYNC'}")
+            for line in diffs[a]:
+                print(f"  {line}")
+        if bad:
+            print("run `normedu release` to regenerate exercises/ from solutions/")
+        return 1 if bad else 0
+    for a in release(course, names):
+        print(f"released {a}: {course.release}/{a}/")
+    return 0
+
+
+def _cmd_collect(args) -> int:
+    from .course.collect import collect
+
+    course = _course(args)
+    items, unplaced = collect(
+        course, args.assignment, args.inbox, layout=args.layout, pattern=args.pattern
+    )
+    width = max([len(i.student) for i in items] + [7])
+    print(f"{'student':<{width}}  action     file / notes")
+    for i in items:
+        notes = f"  [{'; '.join(i.notes)}]" if i.notes else ""
+        print(f"{i.student:<{width}}  {i.action:<9}  {i.source}{notes}")
+    counts = Counter(i.action for i in items)
+    print(f"{len(items)} students: " + ", ".join(f"{n} {a}" for a, n in sorted(counts.items())))
+    for line in unplaced:
+        print(f"NOT PLACED: {line}")
+    return 1 if unplaced else 0
+
+
+def _cmd_autograde(args) -> int:
+    from .course.autograde import autograde
+
+    course = _course(args)
+    report = autograde(
+        course,
+        args.assignment,
+        jobs=args.jobs,
+        force=args.force,
+        students=args.student or None,
+        cell_timeout=args.cell_timeout,
+        wall_timeout=args.timeout,
+        memory_mb=args.memory_mb,
+        landlock=args.landlock,
+        progress=not args.quiet,
+    )
+    width = max([len(s) for s in report.verdicts] + [7])
+    for student, v in sorted(report.verdicts.items()):
+        flag = " [tampered]" if v.tampered else ""
+        notes = f"  {'; '.join(v.notes)}" if v.notes else ""
+        print(f"{student:<{width}}  {v.status}{flag}{notes}")
+    counts = Counter(v.status for v in report.verdicts.values())
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "nothing new"
+    print(
+        f"{args.assignment}: graded {len(report.graded)} ({summary}); "
+        f"{len(report.skipped)} unchanged, not re-graded; {report.seconds:.1f} s with "
+        f"{report.jobs} worker(s); sandbox: {report.sandbox}"
+    )
+    for error in report.errors:
+        print(f"ERROR: {error}", file=sys.stderr)
+    return 1 if report.errors else 0
+
+
+def _cmd_feedback(args) -> int:
+    from .course.feedback import feedback
+
+    course = _course(args)
+    pages = feedback(course, args.assignment, students=args.student or None)
+    for student, page in sorted(pages.items()):
+        print(f"{student}: {page.relative_to(course.root)}")
+    print(f"{len(pages)} feedback pages")
+    return 0
+
+
+def _cmd_export(args) -> int:
+    from .course.export import to_csv
+
+    course = _course(args)
+    text = to_csv(course, args.assignment, args.output)
+    if args.output:
+        print(f"wrote {args.output} ({text.count(chr(10)) - 1} students)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cmd_bench(args) -> int:
+    from .course.bench import run_bench, save
+
+    course = _course(args) if args.assignment != "demo" else None
+    mix = None
+    if args.students:
+        from .course.cohort import DEFAULT_MIX
+
+        scale = args.students / sum(DEFAULT_MIX.values())
+        mix = {k: max(1, round(v * scale)) for k, v in DEFAULT_MIX.items()}
+    result = run_bench(
+        args.assignment, course=course, jobs=args.jobs, mix=mix, cell_timeout=args.cell_timeout
+    )
+    print(result.table())
+    if args.save:
+        print(f"saved {save(result)}")
+    return 0 if result.identical else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .course.autograde import CELL_TIMEOUT_S, MEMORY_MB, WALL_TIMEOUT_S
+
+    parser = argparse.ArgumentParser(
+        prog="normedu",
+        description="Run a normedu assignment end to end: "
+        "release, collect, autograde, feedback, export.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Each subcommand has its own --help. Guide: book/instructor_guide.md",
+    )
+    parser.add_argument(
+        "--root", help="course root (default: nearest folder with nbgrader_config.py)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("release", help="regenerate exercises/ from solutions/ (or --check)")
+    p.add_argument(
+        "assignments", nargs="*", metavar="ASSIGNMENT", help="default: every folder of solutions/"
+    )
+    p.add_argument("--check", action="store_true", help="only compare; exit 1 when out of sync")
+    p.set_defaults(func=_cmd_release)
+
+    p = sub.add_parser(
+        "collect",
+        help="place an LMS download as nbgrader submissions",
+        description="Copy every file of INBOX to submitted/<student>/ASSIGNMENT/ASSIGNMENT.ipynb. "
+        "Corrupt files are kept too: autograde reports them.",
+    )
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("inbox", metavar="INBOX", help="folder of handed-in files")
+    p.add_argument(
+        "--layout",
+        choices=("flat", "folders"),
+        default="flat",
+        help="flat: INBOX/<student>.ipynb (default); folders: INBOX/<student>/<any file>",
+    )
+    p.add_argument(
+        "--pattern",
+        help="regex on the path relative to INBOX with a (?P<student>...) group, e.g. "
+        r"'^(?P<student>[^_]+)_\d+_' for Canvas downloads; overrides --layout",
+    )
+    p.set_defaults(func=_cmd_collect)
+
+    p = sub.add_parser(
+        "autograde",
+        help="grade new and changed submissions, in parallel and sandboxed",
+        description="Grade every submission of ASSIGNMENT not graded yet (or changed since). "
+        "Each runs in its own sandboxed kernel; see the instructor guide for the isolation "
+        "and its limits.",
+    )
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument(
+        "-j", "--jobs", type=int, default=None, help="parallel workers (default: CPU count)"
+    )
+    p.add_argument("--force", action="store_true", help="re-grade every submission")
+    p.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    p.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=CELL_TIMEOUT_S,
+        help="seconds per cell (default %(default)s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=WALL_TIMEOUT_S,
+        help="seconds per submission (default %(default)s)",
+    )
+    p.add_argument(
+        "--memory-mb",
+        type=int,
+        default=MEMORY_MB,
+        help="kernel address-space cap, 0: none (default %(default)s)",
+    )
+    p.add_argument(
+        "--landlock",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="file-system sandbox (default auto)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_autograde)
+
+    p = sub.add_parser("feedback", help="per-student feedback HTML (hidden tests stay hidden)")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("--student", action="append", help="only this student (repeatable)")
+    p.set_defaults(func=_cmd_feedback)
+
+    p = sub.add_parser("export", help="grades as CSV: status, tampered, score, one column per test")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("-o", "--output", help="CSV file (default: standard output)")
+    p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser(
+        "grade-bench",
+        help="benchmark: grade a synthetic cohort sequentially and in parallel",
+        description="Writes a synthetic cohort (40 students by default, a realistic mix of "
+        "correct, "
+        "wrong and broken notebooks) in a scratch course, grades it with 1 worker and with N, and "
+        "prints seconds per submission and the speed-up.",
+    )
+    p.add_argument(
+        "assignment",
+        nargs="?",
+        default="demo",
+        help="an assignment of solutions/, or 'demo' (default)",
+    )
+    p.add_argument(
+        "-j", "--jobs", type=int, default=None, help="parallel workers (default: CPU count)"
+    )
+    p.add_argument("--students", type=int, default=None, help="cohort size (default 40)")
+    p.add_argument(
+        "--cell-timeout", type=float, default=20.0, help="seconds per cell (default %(default)s)"
+    )
+    p.add_argument(
+        "--save", action="store_true", help="store the figures in results/cpu/grade_bench.json"
+    )
+    p.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as exc:
+        print(f"normedu {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""Running the course: release, collect, autograde, feedback, export (``normedu`` CLI).
+
+Modules, one stage each (import the one you need; nothing here imports torch):
+
+- :mod:`.config`    the course directory layout and nbgrader's configuration
+- :mod:`.release`   solutions/ -> exercises/, and the in-sync check
+- :mod:`.collect`   an LMS download -> submitted/<student>/<a>/
+- :mod:`.checks`    corrupt / wrong-assignment / tampered submissions, before anything runs
+- :mod:`.sandbox`   the kernel's sandbox (working copy, rlimits, Landlock)
+- :mod:`.worker`    executes one submission in the sandbox (a subprocess per submission)
+- :mod:`.autograde` the parallel grading pipeline; nbgrader records the results
+- :mod:`.status`    per-submission verdicts (status column of the export)
+- :mod:`.feedback`  per-student HTML with hidden tests hidden
+- :mod:`.export`    the CSV
+- :mod:`.cohort`    the demo assignment and synthetic cohorts; :mod:`.bench` the benchmark
+"""

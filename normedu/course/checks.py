@@ -1,0 +1,145 @@
+"""Checks on a handed-in notebook before any of its code runs.
+
+- :func:`read_notebook`: is the file a notebook at all (empty, not JSON, JSON but not a
+  notebook)?
+- :func:`expected_cells`: the assignment's nbgrader cells as the gradebook holds them.
+- :func:`assignment_mismatch`: is it a notebook of this assignment?
+- :func:`tampering`: were test cells deleted or edited? nbgrader restores them from the
+  gradebook before running (``OverwriteCells``), so tampering never changes a grade, but the
+  report must say it happened.
+
+Sources are compared with the hidden-test regions removed, since students receive the
+notebook without them, and with trailing whitespace ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_HIDDEN = re.compile(
+    r"^[ \t]*### BEGIN HIDDEN TESTS.*?^[ \t]*### END HIDDEN TESTS[^\n]*\n?", re.M | re.S
+)
+
+
+@dataclass(frozen=True)
+class SourceCell:
+    """One nbgrader cell of the instructor's notebook: ``grade_id``, its kind and source."""
+
+    grade_id: str
+    cell_type: str
+    source: str
+    is_test: bool
+    is_solution: bool
+    locked: bool
+    points: float
+
+
+def released(source: str) -> str:
+    """``source`` as students receive it: hidden-test regions removed."""
+    return _HIDDEN.sub("", source)
+
+
+def _normal(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def read_notebook(path: str | Path):
+    """``(notebook, None)`` for a readable nbformat-4 notebook, else ``(None, problem)`` with
+    ``problem`` a sentence a student can act on."""
+    import nbformat
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, f"cannot read the file: {exc.strerror}"
+    if not raw.strip():
+        return None, "the file is empty"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "the file is not text (not a .ipynb notebook)"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return (
+            None,
+            f"the file is not valid JSON (line {exc.lineno}, column {exc.colno}): not a notebook",
+        )
+    if not isinstance(data, dict) or "cells" not in data or "nbformat" not in data:
+        return None, "the file is JSON but not a Jupyter notebook (no 'cells'/'nbformat')"
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except Exception as exc:  # nbformat raises several types for malformed notebooks
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, f"the notebook is malformed: {first[:160]}"
+    return nb, None
+
+
+def expected_cells(db_url: str, assignment: str, notebook: str) -> list[SourceCell]:
+    """The nbgrader cells of ``assignment/notebook`` in the gradebook, in notebook order."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        nb = gb.find_notebook(notebook, assignment)
+        points = {c.name: float(c.max_score) for c in nb.grade_cells}
+        solutions = {c.name for c in nb.solution_cells}
+        return [
+            SourceCell(
+                grade_id=c.name,
+                cell_type=c.cell_type,
+                source=c.source,
+                is_test=c.name in points and c.name not in solutions,
+                is_solution=c.name in solutions,
+                locked=bool(c.locked),
+                points=points.get(c.name, 0.0),
+            )
+            for c in nb.source_cells
+        ]
+
+
+def grade_ids(nb) -> set[str]:
+    """The ``grade_id`` of every nbgrader cell of a notebook."""
+    ids = set()
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if isinstance(meta, dict) and meta.get("grade_id"):
+            ids.add(str(meta["grade_id"]))
+    return ids
+
+
+def assignment_mismatch(nb, expected: list[SourceCell], others: dict[str, set[str]]) -> str | None:
+    """None when ``nb`` holds at least one of the assignment's nbgrader cells, else why not.
+
+    ``others`` maps other assignments to their grade ids, to name the one it belongs to.
+    """
+    ids = grade_ids(nb)
+    if ids & {c.grade_id for c in expected}:
+        return None
+    matches = sorted(a for a, theirs in others.items() if ids & theirs)
+    if matches:
+        return f"this is a notebook of assignment {matches[0]!r}, not of this one"
+    return "none of this assignment's cells are in the notebook (a notebook of another assignment?)"
+
+
+def tampering(nb, expected: list[SourceCell]) -> list[str]:
+    """Deleted or edited read-only test cells of ``nb``, one sentence each (empty: none)."""
+    by_id = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if isinstance(meta, dict) and meta.get("grade_id"):
+            by_id.setdefault(str(meta["grade_id"]), cell)
+    found = []
+    for src in expected:
+        if not (src.is_test and src.locked):
+            continue
+        cell = by_id.get(src.grade_id)
+        if cell is None:
+            found.append(f"test cell {src.grade_id!r} was deleted (restored for grading)")
+        elif _normal(cell.source) != _normal(released(src.source)):
+            found.append(f"test cell {src.grade_id!r} was edited (original restored for grading)")
+    return found

@@ -1,0 +1,121 @@
+"""``normedu feedback``: one HTML page per student, hidden tests kept hidden.
+
+nbgrader's ``generate_feedback`` renders each autograded notebook. Two preprocessors are added
+in front of its defaults: :class:`HideHiddenTracebacks` shortens the error of a cell that
+holds hidden tests to ``ename: evalue`` (a traceback quotes the failing source line, which
+would reveal the hidden test), then nbgrader's ``ClearHiddenTests`` removes the hidden
+regions from the shown source. Every page then gets a banner with the submission's status and
+notes; a submission that could not be graded gets a page that says why.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from . import status as st
+from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings
+
+_BEGIN = "### BEGIN HIDDEN TESTS"
+
+
+def _hide_class():
+    from nbgrader.preprocessors import NbGraderPreprocessor
+
+    class HideHiddenTracebacks(NbGraderPreprocessor):
+        """In cells with hidden tests, reduce error outputs to ``ename: evalue``."""
+
+        def preprocess_cell(self, cell, resources, index):
+            if cell.cell_type == "code" and _BEGIN in cell.source:
+                for output in cell.get("outputs", []):
+                    if output.output_type == "error":
+                        output.traceback = [f"{output.ename}: {output.evalue}".rstrip(": ")]
+            return cell, resources
+
+    return HideHiddenTracebacks
+
+
+def _banner(verdict: st.Verdict) -> str:
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in verdict.notes)
+    tampered = (
+        "<p><b>Test cells were changed or deleted</b>: the originals were graded.</p>"
+        if verdict.tampered
+        else ""
+    )
+    return (
+        '<div style="border:2px solid #0072B2;padding:0.6em 1em;margin:1em;font-family:sans-serif">'
+        f"<p><b>Status:</b> {html.escape(verdict.status)}</p>{tampered}"
+        f"{'<ul>' + items + '</ul>' if items else ''}</div>"
+    )
+
+
+def _ungradable_page(verdict: st.Verdict, assignment: str) -> str:
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(assignment)}: feedback"
+        f"</title></head><body><h1>{html.escape(assignment)}</h1>"
+        "<p>Your submission could not be graded. Nothing in it was run.</p>"
+        f"{_banner(verdict)}<p>Hand in the notebook file (<code>.ipynb</code>) of this assignment, "
+        "saved from Jupyter.</p></body></html>"
+    )
+
+
+def feedback(course: Course, assignment: str, students: list[str] | None = None) -> dict[str, Path]:
+    """Write ``feedback/<student>/<a>/<nb>.html`` for every graded student (or ``students``).
+    Returns ``{student: page}``."""
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+    from nbgrader.utils import capture_log, temp_attrs
+
+    silence_nbgrader_warnings()
+    ensure_tools_on_path()
+    (notebook,) = course.notebooks(assignment)[:1]
+    verdicts = st.load_all(course, assignment)
+    if students is not None:
+        unknown = sorted(set(students) - set(verdicts))
+        if unknown:
+            raise ValueError(f"no graded submission of {assignment!r} for {unknown}")
+        verdicts = {s: v for s, v in verdicts.items() if s in set(students)}
+    runnable = sorted(s for s, v in verdicts.items() if v.status != st.UNGRADABLE)
+    pages: dict[str, Path] = {}
+    if runnable:
+        everyone = {p.name for p in (course.root / course.autograded).iterdir() if p.is_dir()}
+        api = course.api(
+            GenerateFeedback={
+                "preprocessors": [
+                    GetGrades,
+                    _hide_class(),
+                    ClearHiddenTests,
+                    CSSHTMLHeaderPreprocessor,
+                ]
+            },
+            HTMLExporter={"template_name": "feedback"},
+        )
+        exclude = ",".join(sorted(everyone - set(runnable)))
+        with temp_attrs(
+            api.coursedir, assignment_id=assignment, student_id="*", student_id_exclude=exclude
+        ):
+            app = GenerateFeedback(coursedir=api.coursedir, parent=api)
+            app.force = True
+            result = capture_log(app)
+        if not result.get("success"):
+            raise RuntimeError(
+                f"nbgrader generate_feedback failed:\n{result.get('log', '')[-4000:]}"
+            )
+    for student, verdict in sorted(verdicts.items()):
+        page = course.feedback_dir(student, assignment) / f"{notebook}.html"
+        if verdict.status == st.UNGRADABLE:
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_text(_ungradable_page(verdict, assignment))
+        elif page.exists():
+            text = page.read_text()
+            head, sep, tail = text.partition("<body")
+            if sep:
+                close = tail.index(">") + 1
+                text = head + sep + tail[:close] + _banner(verdict) + tail[close:]
+            page.write_text(text)
+        else:
+            continue
+        pages[student] = page
+    return pages

@@ -1,0 +1,238 @@
+"""The sandbox a student's kernel runs in.
+
+``python -m normedu.course.sandbox [options] -- <kernel command>`` confines itself, then
+``exec``s the kernel, so the kernel process (and everything it forks) inherits:
+
+- a working directory that holds a copy of the student's notebook and nothing else of the
+  course, with ``HOME`` and ``TMPDIR`` inside it and a scrubbed environment;
+- resource limits: address space (``RLIMIT_AS``, the memory cap), largest file written
+  (``RLIMIT_FSIZE``), no core dumps;
+- ``PR_SET_PDEATHSIG``: the kernel is killed when the grading worker that started it dies;
+- where the Linux kernel supports it (5.13+), a Landlock ruleset: the process may write only
+  inside its working directory (and to ``/dev``), and read only the system, Python and the
+  ``normedu`` package, so absolute paths to the gradebook, to ``solutions/`` or to other
+  students' files fail with ``PermissionError``. :func:`landlock_abi` says whether it is on.
+
+Limits, stated in the instructor guide: the kernel still runs as the grading user, may use the
+network, and a fork bomb or CPU hog is bounded only by the time limits. Use a container for
+high-stakes grading.
+
+:class:`SandboxKernelManager` is the ``jupyter_client`` kernel manager that puts this wrapper
+in front of the kernel command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import resource
+import signal
+import sys
+from pathlib import Path
+
+# Landlock ABI (linux/landlock.h). Numbers are the same on x86_64 and aarch64.
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_RULE_PATH_BENEATH = 1
+_CREATE_RULESET_VERSION = 1
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_REMOVE_DIR, _REMOVE_FILE, _MAKE_CHAR, _MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+_MAKE_REG, _MAKE_SOCK, _MAKE_FIFO, _MAKE_BLOCK = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+_MAKE_SYM, _REFER, _TRUNCATE = 1 << 12, 1 << 13, 1 << 14
+_READ = _EXECUTE | _READ_FILE | _READ_DIR
+_FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+
+#: Environment variables passed through to the kernel; everything else is dropped.
+_KEEP_ENV = ("PATH", "LANG", "LC_ALL", "JPY_PARENT_PID", "JPY_SESSION_NAME", "TZ")
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version of the running Linux kernel, 0 when unavailable."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        version = _libc().syscall(
+            _SYS_CREATE_RULESET, None, ctypes.c_size_t(0), _CREATE_RULESET_VERSION
+        )
+    except (OSError, AttributeError):
+        return 0
+    return max(int(version), 0)
+
+
+def read_only_paths() -> list[str]:
+    """What a sandboxed kernel may read: the system, the Python installation and normedu.
+
+    ``sys.path`` entries outside the Python prefixes (for instance a repository root put there
+    by an editable install) are left out on purpose: they would expose ``solutions/``.
+    """
+    import normedu
+
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    paths = {"/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys"}
+    paths |= {str(p) for p in prefixes}
+    for entry in sys.path:
+        if not entry:
+            continue
+        p = Path(entry).resolve()
+        if any(p == q or q in p.parents for q in prefixes) or "site-packages" in p.parts:
+            paths.add(str(p))
+    paths.add(str(Path(normedu.__file__).resolve().parent))
+    return sorted(p for p in paths if os.path.exists(p))
+
+
+def _apply_landlock(workdir: str, readable: list[str]) -> None:
+    abi = landlock_abi()
+    if abi < 1:
+        raise OSError("Landlock is not available")
+    handled = _READ | _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_CHAR | _MAKE_DIR
+    handled |= _MAKE_REG | _MAKE_SOCK | _MAKE_FIFO | _MAKE_BLOCK | _MAKE_SYM
+    if abi >= 2:
+        handled |= _REFER
+    if abi >= 3:
+        handled |= _TRUNCATE
+    libc = _libc()
+    attr = ctypes.c_uint64(handled)
+    fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(8), 0)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+
+    def allow(path: str, rights: int) -> None:
+        try:
+            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if not os.path.isdir(path):
+                rights &= _FILE_RIGHTS
+            rule = _PathBeneath(rights & handled, pfd)
+            if libc.syscall(_SYS_ADD_RULE, fd, _RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+        finally:
+            os.close(pfd)
+
+    for path in readable:
+        allow(path, _READ)
+    allow("/dev", _READ | _WRITE_FILE | _TRUNCATE)
+    allow(workdir, handled)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if libc.syscall(_SYS_RESTRICT_SELF, fd, 0) != 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    os.close(fd)
+
+
+def kernel_env(workdir: str, threads: int) -> dict[str, str]:
+    """The kernel's environment: a scrubbed copy with every home-like directory in ``workdir``."""
+    env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
+    env.setdefault("PATH", "/usr/bin:/bin")
+    env.setdefault("LANG", "C.UTF-8")
+    tmp = os.path.join(workdir, ".tmp")
+    os.makedirs(tmp, exist_ok=True)
+    env.update(
+        HOME=workdir,
+        TMPDIR=tmp,
+        IPYTHONDIR=os.path.join(workdir, ".ipython"),
+        MPLCONFIGDIR=os.path.join(workdir, ".matplotlib"),
+        JUPYTER_CONFIG_DIR=os.path.join(workdir, ".jupyter"),
+        MPLBACKEND="Agg",
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONHASHSEED="0",
+        NBGRADER_EXECUTION="autograde",
+        OMP_NUM_THREADS=str(threads),
+        OPENBLAS_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
+    )
+    return env
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m normedu.course.sandbox")
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--memory-mb", type=int, default=0, help="address-space cap; 0: none")
+    parser.add_argument("--fsize-mb", type=int, default=64, help="largest file the kernel writes")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--landlock", choices=("auto", "on", "off"), default="auto")
+    parser.add_argument("--readable", action="append", default=[], help="extra read-only path")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no kernel command after --")
+    workdir = os.path.realpath(args.workdir)
+    os.chdir(workdir)
+    env = kernel_env(workdir, args.threads)
+    # Die with the worker: an orphaned kernel must never outlive grading.
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the worker died before prctl took effect
+        sys.exit(1)
+    if args.memory_mb > 0:
+        cap = args.memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    fsize = args.fsize_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if args.landlock != "off":
+        readable = read_only_paths() + args.readable
+        # The kernel reads its connection file (``-f <file>``) once at start-up.
+        readable += [a for a in command if a.endswith(".json") and os.path.isfile(a)]
+        try:
+            _apply_landlock(workdir, readable)
+        except OSError as exc:
+            if args.landlock == "on":
+                raise SystemExit(f"sandbox: Landlock requested but unavailable: {exc}") from exc
+    os.execve(command[0], command, env)
+
+
+# -- the kernel manager ---------------------------------------------------------------------
+def _kernel_manager_class():
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import Int, List, Unicode
+
+    class SandboxKernelManager(AsyncKernelManager):
+        """An ``AsyncKernelManager`` that starts the kernel through :func:`main`."""
+
+        sandbox_workdir = Unicode("").tag(config=True)
+        sandbox_memory_mb = Int(0).tag(config=True)
+        sandbox_threads = Int(1).tag(config=True)
+        sandbox_landlock = Unicode("auto").tag(config=True)
+        sandbox_readable = List(Unicode()).tag(config=True)
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            cmd = super().format_kernel_cmd(extra_arguments)
+            if not self.sandbox_workdir:
+                raise ValueError("SandboxKernelManager needs sandbox_workdir")
+            wrapper = [
+                sys.executable, "-m", "normedu.course.sandbox",
+                "--workdir", self.sandbox_workdir,
+                "--memory-mb", str(self.sandbox_memory_mb),
+                "--threads", str(self.sandbox_threads),
+                "--landlock", self.sandbox_landlock,
+            ]  # fmt: skip
+            for path in self.sandbox_readable:
+                wrapper += ["--readable", path]
+            return [*wrapper, "--", *cmd]
+
+    return SandboxKernelManager
+
+
+def __getattr__(name: str):
+    # Built lazily: the wrapper itself must start without importing jupyter_client.
+    if name == "SandboxKernelManager":
+        cls = _kernel_manager_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Per-submission verdicts, kept beside nbgrader's gradebook.
+
+nbgrader's gradebook holds scores; it cannot say *why* a submission scored 0 (corrupt file?
+timed out? tampered?). ``autograde`` writes that here, one JSON file per student and
+assignment (``.normedu/status/<a>/<student>.json``), and ``export`` joins it with the scores.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from .config import Course
+
+GRADED = "graded"
+FAILED = "failed tests"
+UNGRADABLE = "ungradable (corrupt notebook)"
+TIMED_OUT = "timed out"
+MISSING = "missing"
+#: The status column's values. ``missing``: in the gradebook (e.g. graded on another
+#: assignment) but nothing handed in for this one.
+STATUSES = (GRADED, FAILED, UNGRADABLE, TIMED_OUT, MISSING)
+
+
+@dataclass
+class Verdict:
+    """What autograde concluded about one submission.
+
+    - status: one of :data:`STATUSES`: ``graded`` (every test passed), ``failed tests`` (ran to
+      the end, some test failed, including after the student's code killed the kernel),
+      ``ungradable (corrupt notebook)`` (not a notebook of this assignment: nothing ran),
+      ``timed out`` (a cell or the whole submission ran past its time limit).
+    - tampered: test cells were deleted or edited (they were restored before grading).
+    - notes: sentences for the instructor and the student.
+    - sha256: the graded file's hash: autograde re-grades only when it changes.
+    """
+
+    student: str
+    assignment: str
+    status: str
+    tampered: bool = False
+    notes: list[str] = field(default_factory=list)
+    sha256: str = ""
+    seconds: float = 0.0
+    sandbox: str = ""
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+
+def path_of(course: Course, assignment: str, student: str):
+    return course.status_dir(assignment) / f"{student}.json"
+
+
+def save(course: Course, verdict: Verdict) -> None:
+    path = path_of(course, verdict.assignment, verdict.student)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(verdict), indent=1, sort_keys=True))
+
+
+def load(course: Course, assignment: str, student: str) -> Verdict | None:
+    path = path_of(course, assignment, student)
+    if not path.exists():
+        return None
+    return Verdict(**json.loads(path.read_text()))
+
+
+def load_all(course: Course, assignment: str) -> dict[str, Verdict]:
+    folder = course.status_dir(assignment)
+    if not folder.is_dir():
+        return {}
+    return {p.stem: Verdict(**json.loads(p.read_text())) for p in sorted(folder.glob("*.json"))}

@@ -1,0 +1,295 @@
+"""Execute sanitized submissions in the sandbox, one after the other.
+
+``python -m normedu.course.worker --serve R W`` is a long-lived worker: the parent
+(:mod:`normedu.course.autograde`) starts ``jobs`` of them, each in its own session, and
+sends job files over a private pipe (:func:`serve`), so that the imports (about 2 s here) are
+paid once per worker, not per submission. ``python -m normedu.course.worker JOB.json`` runs a
+single job. Each job names two files the worker writes:
+
+- ``executed``: the notebook with every code cell's outputs. A cell that never ran (the kernel
+  died, or the submission ran out of time) gets an error output that says why, so nbgrader
+  scores it 0: nbgrader gives full marks to a test cell with no error output.
+- ``result``: ``{"timed_out", "timeout_cells", "dead_kernel_cell", "not_run", "wall_s",
+  "landlock"}``.
+
+The worker never opens the gradebook and never runs student code itself: the kernel does,
+in its own working copy (see :mod:`normedu.course.sandbox`). The worker is a child
+subreaper, so whatever the kernel forks ends up as the worker's descendant and is killed
+before the worker exits (:func:`kill_descendants`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+#: Error output for a cell that ran past the per-cell timeout.
+TIMEOUT_ERROR = {
+    "ename": "CellTimeoutError",
+    "evalue": "the cell ran past the time limit and was interrupted",
+    "traceback": ["CellTimeoutError: the cell ran past the time limit and was interrupted"],
+}
+
+
+def _not_run_error(reason: str) -> dict:
+    return {
+        "output_type": "error",
+        "ename": "NotExecuted",
+        "evalue": reason,
+        "traceback": [f"NotExecuted: {reason}"],
+    }
+
+
+def descendants(pid: int) -> list[int]:
+    """Live descendants of ``pid`` (from ``/proc``; zombies excluded), parents first."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: split after the last ')'.
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_descendants(pid: int | None = None, rounds: int = 20) -> int:
+    """SIGKILL every descendant of ``pid`` (default: this process). Returns how many were
+    killed. Repeats, because a process may fork while its parent is being killed."""
+    pid = os.getpid() if pid is None else pid
+    killed = 0
+    for _ in range(rounds):
+        victims = descendants(pid)
+        if not victims:
+            break
+        for victim in victims:
+            try:
+                os.kill(victim, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            for victim in victims:
+                try:  # reap our own children (orphans re-parented to us included)
+                    os.waitpid(victim, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+            if not set(victims) & set(descendants(pid)):
+                break
+            time.sleep(0.01)
+    return killed
+
+
+def _make_client(nb, km, cell_timeout: float, timeouts: list[int]):
+    from nbclient import NotebookClient
+
+    class _Client(NotebookClient):
+        async def _async_handle_timeout(self, timeout, cell=None):
+            timeouts.append(self._current_index)
+            return await super()._async_handle_timeout(timeout, cell)
+
+    def on_cell_executed(cell, cell_index, execute_reply):
+        # As nbgrader's Execute: a timed-out cell must show an error, else it scores full marks.
+        content = execute_reply["content"]
+        if content["status"] == "error":
+            if not any(
+                o.output_type == "error" and o.ename == content["ename"] for o in cell.outputs
+            ):
+                from nbformat import NotebookNode
+
+                cell.outputs.append(
+                    NotebookNode(
+                        output_type="error",
+                        ename=content["ename"],
+                        evalue=content["evalue"],
+                        traceback=content["traceback"] or [f"{content['ename']}"],
+                    )
+                )
+
+    client = _Client(
+        nb,
+        km=km,
+        timeout=int(cell_timeout),
+        allow_errors=True,
+        interrupt_on_timeout=True,
+        error_on_timeout=TIMEOUT_ERROR,
+        record_timing=False,
+        shutdown_kernel="immediate",
+        startup_timeout=120,
+        extra_arguments=["--HistoryManager.hist_file=:memory:"],
+        on_cell_executed=on_cell_executed,
+    )
+    client._current_index = -1
+    return client
+
+
+async def _execute(nb, km, cell_timeout: float, state: dict) -> None:
+    import atexit
+
+    client = _make_client(nb, km, cell_timeout, state["timeout_cells"])
+    try:
+        await _execute_cells(client, nb, state)
+    finally:
+        # nbclient registers an exit handler per client; a long-lived worker must not pile them.
+        atexit.unregister(client._cleanup_kernel)
+
+
+async def _execute_cells(client, nb, state: dict) -> None:
+    async with client.async_setup_kernel():
+        count = 0
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            state["next"] = index
+            client._current_index = index
+            count += 1
+            await client.async_execute_cell(cell, index, execution_count=count)
+            state["next"] = index + 1
+
+
+def run_job(job: dict) -> dict:
+    """Execute ``job["notebook"]`` and write ``job["executed"]`` and ``job["result"]``."""
+    import nbformat
+    from nbclient.exceptions import DeadKernelError
+
+    from .sandbox import SandboxKernelManager, landlock_abi
+
+    start = time.perf_counter()
+    nb = nbformat.read(job["notebook"], as_version=4)
+    workdir = Path(job["workdir"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    # The working copy: the student's notebook and nothing else of the course.
+    shutil.copy(job["notebook"], workdir / Path(job["notebook"]).name)
+    kernel_name = nb.metadata.get("kernelspec", {}).get("name") or "python3"
+    km = SandboxKernelManager(
+        kernel_name=kernel_name,
+        sandbox_workdir=str(workdir),
+        sandbox_memory_mb=int(job.get("memory_mb", 0)),
+        sandbox_threads=int(job.get("threads", 1)),
+        sandbox_landlock=job.get("landlock", "auto"),
+    )
+    state: dict = {"next": 0, "timeout_cells": []}
+    timed_out = False
+    dead_cell = None
+    reason = None
+    t_exec = time.perf_counter()
+    try:
+        asyncio.run(
+            asyncio.wait_for(
+                _execute(nb, km, job["cell_timeout"], state), timeout=job["wall_timeout"]
+            )
+        )
+    except (asyncio.TimeoutError, TimeoutError):
+        timed_out = True
+    except DeadKernelError:
+        # nbclient turns the wall clock's cancellation into DeadKernelError: tell them apart.
+        if time.perf_counter() - t_exec >= job["wall_timeout"]:
+            timed_out = True
+        else:
+            dead_cell = state["next"]
+            reason = (
+                f"the kernel died while running cell {dead_cell} "
+                "(sys.exit/os._exit, a crash, or the memory limit)"
+            )
+    finally:
+        kill_descendants()
+    if timed_out:
+        reason = f"the submission ran past its {job['wall_timeout']:g} s time limit"
+    not_run = []
+    if reason is not None:
+        current = min(state["next"], len(nb.cells) - 1)
+        cell = nb.cells[current] if nb.cells else None
+        if cell is not None and cell.cell_type == "code":
+            error = (
+                {"output_type": "error", **TIMEOUT_ERROR} if timed_out else _not_run_error(reason)
+            )
+            if not any(o.output_type == "error" for o in cell.get("outputs", [])):
+                cell.outputs = [*cell.get("outputs", []), nbformat.from_dict(error)]
+        for index in range(current + 1, len(nb.cells)):
+            cell = nb.cells[index]
+            if cell.cell_type == "code":
+                cell.outputs = [nbformat.from_dict(_not_run_error(reason))]
+                not_run.append(index)
+    nbformat.write(nb, job["executed"])
+    result = {
+        "timed_out": timed_out or bool(state["timeout_cells"]),
+        "timeout_cells": sorted(set(state["timeout_cells"])),
+        "dead_kernel_cell": dead_cell,
+        "not_run": not_run,
+        "reason": reason,
+        "wall_s": round(time.perf_counter() - start, 3),
+        "landlock": job.get("landlock", "auto") != "off" and landlock_abi() > 0,
+    }
+    Path(job["result"]).write_text(json.dumps(result))
+    return result
+
+
+def serve(read_fd: int, write_fd: int) -> None:
+    """Run jobs until the parent closes the pipe: each line read is a job file; each answer
+    written is that job's file name, once its result is written. The pipes are private fds,
+    not stdout, which the kernel shares (a student's ``os.write(1, ...)`` cannot fake an
+    answer)."""
+    with os.fdopen(read_fd, "r") as jobs, os.fdopen(write_fd, "w") as answers:
+        for line in jobs:
+            job_file = line.strip()
+            if not job_file:
+                continue
+            try:
+                run_job(json.loads(Path(job_file).read_text()))
+            except Exception:  # report, and keep serving the next submission
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                kill_descendants()
+            answers.write(job_file + "\n")
+            answers.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 3 and argv[0] == "--serve":
+        mode = "serve"
+    elif len(argv) == 1:
+        mode = "one"
+    else:
+        raise SystemExit(
+            "usage: python -m normedu.course.worker (JOB.json | --serve READ_FD WRITE_FD)"
+        )
+    if sys.platform.startswith("linux"):
+        # Orphans of the kernel are re-parented to us, so kill_descendants() finds them.
+        ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    import logging
+
+    logging.basicConfig(level=logging.CRITICAL)
+    if mode == "serve":
+        serve(int(argv[1]), int(argv[2]))
+        return
+    try:
+        run_job(json.loads(Path(argv[0]).read_text()))
+    finally:
+        kill_descendants()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,396 @@
+"""End to end: a temporary course, a cohort of good, bad and hostile submissions, real nbgrader.
+
+One cohort is collected and graded once (module fixture ``graded``, 2 workers); the tests read
+its results. Grades are checked against what each submission must score by construction (the
+demo assignment's tests: test_center 1 point, test_center_hidden 2, test_scale 1), not against
+a previous run of this code.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+
+from normedu.course import status as st
+from normedu.course.autograde import autograde
+from normedu.course.cohort import submission, write_demo_assignment, write_submission
+from normedu.course.collect import collect
+from normedu.course.config import Course
+from normedu.course.export import to_csv
+from normedu.course.release import release
+from normedu.course.sandbox import landlock_abi
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("course"),
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="the grading sandbox needs Linux"
+    ),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+SLEEPER = str(40000 + os.getpid() % 10000)
+# Per-cell time limit: long enough for a cell to import numpy on a busy 2-core machine.
+CELL_S = 6
+KINDS = {
+    "ok": "correct",
+    "partial": "partial",
+    "stub": "stub",
+    "loop": "loop",
+    "exit": "exit",
+    "sysexit": "sysexit",
+    "memory": "memory",
+    "tamper_edit": "tamper_edit",
+    "tamper_delete": "tamper_delete",
+    "corrupt": "corrupt",
+    "empty": "empty",
+    "hostile": "hostile",
+    "hostile_rel": "hostile",
+}
+
+
+def _tree_hash(*roots: Path) -> dict[str, str]:
+    out = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                out[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _table(text: str) -> dict[str, dict[str, str]]:
+    return {row["student"]: row for row in csv.DictReader(io.StringIO(text))}
+
+
+def _leftovers(*markers: str) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmd = (
+                Path(f"/proc/{entry}/cmdline")
+                .read_bytes()
+                .replace(b"\0", b" ")
+                .decode(errors="replace")
+            )
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(m in cmd for m in markers):
+            found.append(cmd)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    base = tmp_path_factory.mktemp("course")
+    course = Course(root=base / "course")
+    write_demo_assignment(course.root, "demo")
+    write_demo_assignment(course.root, "other", prefix="other_")
+    release(course)
+    shutil.copy(course.db_path, base / "pristine.db")
+    (course.root / "canary.txt").write_text("instructor file")
+    src = nbformat.read(course.source_dir("demo") / "demo.ipynb", as_version=4)
+    rel = nbformat.read(course.release_dir("demo") / "demo.ipynb", as_version=4)
+    inbox = base / "inbox"
+    for student, kind in KINDS.items():
+        targets = [str(course.root), str(inbox)] if student == "hostile" else []
+        write_submission(
+            inbox / f"{student}.ipynb", submission(src, rel, kind, targets=targets, sleeper=SLEEPER)
+        )
+    other_src = nbformat.read(course.source_dir("other") / "other.ipynb", as_version=4)
+    other_rel = nbformat.read(course.release_dir("other") / "other.ipynb", as_version=4)
+    write_submission(inbox / "otherassign.ipynb", submission(other_src, other_rel, "correct"))
+    write_submission(inbox / "wrongname.txt", submission(src, rel, "correct"))
+    collected, unplaced = collect(course, "demo", inbox)
+    protected = [
+        course.root / "solutions",
+        course.root / "exercises",
+        course.root / "submitted",
+        inbox,
+    ]
+    before = _tree_hash(*protected)
+    report = autograde(course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60)
+    text = to_csv(course, "demo")
+    return SimpleNamespace(
+        course=course,
+        base=base,
+        inbox=inbox,
+        report=report,
+        csv=text,
+        table=_table(text),
+        before=before,
+        protected=protected,
+        collected=collected,
+        unplaced=unplaced,
+    )
+
+
+def test_collect_places_every_file_and_flags_the_wrong_name(graded):
+    assert graded.unplaced == []
+    by_student = {c.student: c for c in graded.collected}
+    assert set(by_student) == set(KINDS) | {"otherassign", "wrongname"}
+    assert by_student["wrongname"].notes == [
+        "handed in as 'wrongname.txt', expected '<student>.ipynb'"
+    ]
+    assert all(c.action == "new" for c in graded.collected)
+    # Byte-for-byte copies: a corrupt file is kept, not lost.
+    assert (graded.course.submitted_dir("corrupt", "demo") / "demo.ipynb").read_bytes() == (
+        graded.inbox / "corrupt.ipynb"
+    ).read_bytes()
+
+
+EXPECTED = {
+    # student: (status, score, tampered)
+    "ok": (st.GRADED, "4", "no"),
+    "wrongname": (st.GRADED, "4", "no"),
+    "partial": (st.FAILED, "3", "no"),
+    "stub": (st.FAILED, "0", "no"),
+    "exit": (st.FAILED, "0", "no"),
+    "sysexit": (st.GRADED, "4", "no"),
+    # Out of address space, the kernel either raises MemoryError or cannot answer in time.
+    "memory": ((st.FAILED, st.TIMED_OUT), "0", "no"),
+    "loop": (st.TIMED_OUT, None, "no"),
+    "tamper_edit": (st.FAILED, "0", "yes"),
+    "tamper_delete": (st.FAILED, "0", "yes"),
+    "corrupt": (st.UNGRADABLE, "0", "no"),
+    "empty": (st.UNGRADABLE, "0", "no"),
+    "otherassign": (st.UNGRADABLE, "0", "no"),
+    "hostile": (st.GRADED, "4", "no"),
+    "hostile_rel": (st.GRADED, "4", "no"),
+}
+
+
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_status_score_and_flag(graded, student):
+    status, score, tampered = EXPECTED[student]
+    row = graded.table[student]
+    assert row["status"] in (status if isinstance(status, tuple) else (status,)), row
+    assert row["tampered"] == tampered, row
+    assert row["max_score"] == "4"
+    if score is not None:
+        assert row["score"] == score, row
+
+
+def test_per_test_cell_columns(graded):
+    table = graded.table
+    assert list(table["ok"])[:8] == [
+        "student",
+        "status",
+        "tampered",
+        "score",
+        "max_score",
+        "test_center",
+        "test_center_hidden",
+        "test_scale",
+    ]
+    assert [table["ok"][c] for c in ("test_center", "test_center_hidden", "test_scale")] == [
+        "1",
+        "2",
+        "1",
+    ]
+    assert [table["partial"][c] for c in ("test_center", "test_center_hidden", "test_scale")] == [
+        "1",
+        "2",
+        "0",
+    ]
+    assert [table["corrupt"][c] for c in ("test_center", "test_center_hidden", "test_scale")] == [
+        "",
+        "",
+        "",
+    ]
+
+
+def test_notes_say_why(graded):
+    notes = {s: r["notes"] for s, r in graded.table.items()}
+    assert "not valid JSON" in notes["corrupt"]
+    assert "the file is empty" in notes["empty"]
+    assert "notebook of assignment 'other'" in notes["otherassign"]
+    assert "kernel died" in notes["exit"]
+    assert "time limit" in notes["loop"]
+    assert "'test_center' was edited" in notes["tamper_edit"]
+    assert "'test_center' was deleted" in notes["tamper_delete"]
+    assert "handed in as 'wrongname.txt'" in notes["wrongname"]
+    assert graded.report.errors == []
+
+
+def test_timed_out_cell_is_interrupted_and_later_cells_still_run(graded):
+    # The loop ends the first answer cell, after center() is defined: that cell is interrupted
+    # at the cell time limit, and the later cells (scale() and all tests) still run and pass.
+    row = graded.table["loop"]
+    assert [row[c] for c in ("test_center", "test_center_hidden", "test_scale")] == ["1", "2", "1"]
+    assert f"cell(s) [1] ran past the {CELL_S} s cell time limit" in row["notes"]
+
+
+def test_hostile_code_changed_nothing_outside_its_working_copy(graded):
+    assert _tree_hash(*graded.protected) == graded.before
+    assert (graded.course.root / "canary.txt").read_text() == "instructor file"
+    assert graded.course.db_path.exists()
+    # Every other student's grade is still in the gradebook.
+    assert graded.table["ok"]["score"] == "4" and graded.table["partial"]["score"] == "3"
+
+
+def test_no_kernel_or_child_process_is_left(graded):
+    assert (
+        _leftovers(f"sleep {SLEEPER}", "normedu-grade-", "normedu.course.worker", "normedu-kernel-")
+        == []
+    )
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="the Linux kernel has no Landlock")
+def test_sandbox_reported(graded):
+    assert "Landlock" in graded.report.sandbox and "no Landlock" not in graded.report.sandbox
+
+
+def test_feedback_hides_hidden_tests(graded):
+    from normedu.course.feedback import feedback
+
+    pages = feedback(graded.course, "demo")
+    assert set(pages) == set(graded.table)
+    for student, page in pages.items():
+        text = page.read_text()
+        assert "HIDDEN-CHECK" not in text, student
+        assert "Status:" in text
+    stub = pages["stub"].read_text()
+    assert "center(x) must keep the shape" in stub and "NotImplementedError" in stub
+    assert "could not be graded" in pages["corrupt"].read_text()
+    assert "not valid JSON" in pages["corrupt"].read_text()
+    # The autograded notebook did run the hidden test (the page hides it, grading does not).
+    autograded = (graded.course.autograded_dir("stub", "demo") / "demo.ipynb").read_text()
+    assert "HIDDEN-CHECK" in autograded
+
+
+def test_parallel_grades_equal_sequential_grades(graded, tmp_path):
+    course = Course(root=tmp_path / "seq")
+    for folder in ("solutions", "exercises"):
+        shutil.copytree(graded.course.root / folder, course.root / folder)
+    shutil.copy(graded.base / "pristine.db", course.db_path)
+    collect(course, "demo", graded.inbox)
+    report = autograde(course, "demo", jobs=1, cell_timeout=CELL_S, wall_timeout=60)
+    assert report.jobs == 1
+    assert to_csv(course, "demo") == graded.csv
+
+
+def test_landlock_off_relative_paths_still_miss_the_course(graded):
+    report = autograde(
+        graded.course,
+        "demo",
+        students=["hostile_rel"],
+        force=True,
+        landlock="off",
+        cell_timeout=CELL_S,
+        wall_timeout=60,
+    )
+    assert report.graded == ["hostile_rel"] and "no Landlock" in report.sandbox
+    assert _tree_hash(*graded.protected) == graded.before
+    assert to_csv(graded.course, "demo") == graded.csv
+
+
+def test_cli_export_and_release_check(graded, tmp_path):
+    out = tmp_path / "grades.csv"
+    exe = Path(sys.executable).parent / "normedu"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "normedu"]
+    run = subprocess.run(
+        [*cmd, "--root", str(graded.course.root), "export", "demo", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert out.read_text() == graded.csv
+    run = subprocess.run(
+        [*cmd, "--root", str(graded.course.root), "release", "--check", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0 and "demo: in sync" in run.stdout, run.stdout + run.stderr
+
+
+def test_rerun_is_idempotent_and_late_submissions_are_added_alone(graded):
+    # Keep this test last in the file: it adds a student to the shared course.
+    again = autograde(graded.course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60)
+    assert again.graded == [] and sorted(again.skipped) == sorted(graded.table)
+    assert to_csv(graded.course, "demo") == graded.csv
+    src = nbformat.read(graded.course.source_dir("demo") / "demo.ipynb", as_version=4)
+    rel = nbformat.read(graded.course.release_dir("demo") / "demo.ipynb", as_version=4)
+    write_submission(graded.inbox / "late.ipynb", submission(src, rel, "partial"))
+    collected, _ = collect(graded.course, "demo", graded.inbox)
+    actions = {c.student: c.action for c in collected}
+    assert actions.pop("late") == "new" and set(actions.values()) == {"unchanged"}
+    late = autograde(graded.course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60)
+    assert late.graded == ["late"]
+    table = _table(to_csv(graded.course, "demo"))
+    assert table.pop("late")["score"] == "3"
+    assert table == graded.table
+
+
+def test_wall_clock_stops_code_that_swallows_interrupts(tmp_path):
+    # Runs the worker alone (no gradebook): the cell timeout's interrupt is caught by the
+    # student's code, so only the per-submission wall clock can end it.
+    import json
+
+    from normedu.course.checks import released
+
+    src = write_demo_assignment(tmp_path / "c")
+    source = nbformat.read(src, as_version=4)
+    student = nbformat.reads(nbformat.writes(source), as_version=4)
+    for cell in student.cells:
+        cell.source = released(cell.source)
+    nb = submission(source, student, "stubborn")
+    nbformat.write(nb, tmp_path / "demo.ipynb")
+    job = {
+        "notebook": str(tmp_path / "demo.ipynb"),
+        "executed": str(tmp_path / "executed.ipynb"),
+        "result": str(tmp_path / "result.json"),
+        "workdir": str(tmp_path / "work"),
+        "cell_timeout": 2,
+        "wall_timeout": 8,
+        "memory_mb": 4096,
+    }
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    run = subprocess.run(
+        [sys.executable, "-m", "normedu.course.worker", str(tmp_path / "job.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["timed_out"] and "8 s time limit" in result["reason"]
+    assert 8 <= result["wall_s"] < 60
+    executed = nbformat.read(tmp_path / "executed.ipynb", as_version=4)
+    errors = [[o.get("ename") for o in c.outputs] for c in executed.cells if c.cell_type == "code"]
+    # Each cell waits for the busy kernel until the cell time limit, until the wall clock ends
+    # the submission: no code cell is left without an error (none can score).
+    assert "CellTimeoutError" in errors[0]
+    assert all(e for e in errors) and errors[-1] == ["NotExecuted"], errors
+    assert _leftovers(str(tmp_path / "runtime"), str(tmp_path / "work")) == []
+
+
+def test_release_check_reports_an_out_of_sync_exercise(graded, tmp_path):
+    from normedu.course.release import check_release
+
+    course = Course(root=tmp_path / "c")
+    for folder in ("solutions", "exercises"):
+        shutil.copytree(graded.course.root / folder, course.root / folder)
+    shutil.copy(graded.base / "pristine.db", course.db_path)
+    path = course.release_dir("demo") / "demo.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[2].source += "\n# edited by hand"
+    nbformat.write(nb, path)
+    diffs = check_release(course, ["demo", "other"])
+    assert diffs == {"demo": ["demo.ipynb: cell 2 source differs"], "other": []}

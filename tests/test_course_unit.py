@@ -1,0 +1,318 @@
+"""Fast tests of the course machinery's parts: no nbgrader run, no book build.
+
+The end-to-end runs with real nbgrader grading are in tests/test_course_e2e.py (slow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from normedu.course import checks, cohort, status
+from normedu.course.collect import identify, student_id
+from normedu.course.config import Course
+from normedu.course.sandbox import landlock_abi
+from normedu.course.worker import descendants, kill_descendants
+
+needs_linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+
+# -- checks --------------------------------------------------------------------------------
+def test_read_notebook_names_each_problem(tmp_path):
+    cases = {
+        "empty.ipynb": (b"", "empty"),
+        "blank.ipynb": (b"  \n", "empty"),
+        "half.ipynb": (b'{"cells": [', "not valid JSON"),
+        "list.ipynb": (b"[1, 2]", "not a Jupyter notebook"),
+        "bin.ipynb": (b"\xff\xfe\x00\x01", "not text"),
+        "bad.ipynb": (
+            json.dumps({"cells": "x", "nbformat": 4, "nbformat_minor": 5, "metadata": {}}).encode(),
+            "malformed",
+        ),
+    }
+    for name, (raw, expected) in cases.items():
+        (tmp_path / name).write_bytes(raw)
+        nb, problem = checks.read_notebook(tmp_path / name)
+        assert nb is None and expected in problem, (name, problem)
+    nbformat.write(cohort.demo_notebook(), tmp_path / "ok.ipynb")
+    nb, problem = checks.read_notebook(tmp_path / "ok.ipynb")
+    assert problem is None and len(nb.cells) == 6
+
+
+def test_released_strips_only_hidden_region():
+    src = "a = 1\n### BEGIN HIDDEN TESTS\nassert secret\n### END HIDDEN TESTS\nb = 2\n"
+    assert checks.released(src) == "a = 1\nb = 2\n"
+    assert checks.released("no hidden\n") == "no hidden\n"
+
+
+def _expected_from(nb) -> list[checks.SourceCell]:
+    out = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader")
+        if meta:
+            out.append(
+                checks.SourceCell(
+                    meta["grade_id"],
+                    cell.cell_type,
+                    cell.source,
+                    bool(meta["grade"]) and not meta["solution"],
+                    bool(meta["solution"]),
+                    bool(meta["locked"]),
+                    float(meta.get("points", 0)),
+                )
+            )
+    return out
+
+
+def test_tampering_detects_edit_and_delete_but_not_answers():
+    source = cohort.demo_notebook()
+    expected = _expected_from(source)
+    released = nbformat.reads(nbformat.writes(source), as_version=4)
+    for cell in released.cells:  # what students get: hidden tests removed
+        cell.source = checks.released(cell.source)
+    assert checks.tampering(released, expected) == []
+    answered = cohort.submission(source, released, "correct")
+    assert checks.tampering(answered, expected) == []
+    edited = cohort.submission(source, released, "tamper_edit")
+    assert checks.tampering(edited, expected) == [
+        "test cell 'test_center' was edited (original restored for grading)"
+    ]
+    deleted = cohort.submission(source, released, "tamper_delete")
+    assert checks.tampering(deleted, expected) == [
+        "test cell 'test_center' was deleted (restored for grading)"
+    ]
+    # Trailing whitespace is not tampering.
+    released.cells[2].source += "   \n\n"
+    assert checks.tampering(released, expected) == []
+
+
+def test_assignment_mismatch_names_the_other_assignment():
+    demo, other = cohort.demo_notebook(), cohort.demo_notebook("other", prefix="other_")
+    expected = _expected_from(demo)
+    others = {"other": checks.grade_ids(other)}
+    assert checks.assignment_mismatch(demo, expected, others) is None
+    assert "assignment 'other'" in checks.assignment_mismatch(other, expected, others)
+    plain = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+    assert "none of this assignment's cells" in checks.assignment_mismatch(plain, expected, others)
+
+
+# -- collect -------------------------------------------------------------------------------
+def test_student_id_is_safe_for_nbgrader():
+    assert student_id("Doe, Jane (2)") == "Doe_Jane_2"
+    assert student_id("jane.doe@uni.edu") == "jane.doe@uni.edu"
+    with pytest.raises(ValueError, match="cannot make a student id"):
+        student_id(" ,, ")
+
+
+def test_identify_layouts_and_wrong_names():
+    assert identify("jane.ipynb", "demo", "flat", None) == ("jane", [])
+    sid, notes = identify("jane.txt", "demo", "flat", None)
+    assert sid == "jane" and "handed in as 'jane.txt'" in notes[0]
+    assert identify("Jane Doe/demo.ipynb", "demo", "folders", None) == ("Jane_Doe", [])
+    sid, notes = identify("jane/Untitled.ipynb", "demo", "folders", None)
+    assert sid == "jane" and "expected 'demo.ipynb'" in notes[0]
+    canvas = r"^(?P<student>[a-z]+)_\d+_"
+    assert identify("doejane_123_456_demo.ipynb", "demo", "flat", canvas) == ("doejane", [])
+    with pytest.raises(ValueError, match="does not match --pattern"):
+        identify("README", "demo", "flat", canvas)
+    with pytest.raises(ValueError, match="subfolder"):
+        identify("a/b.ipynb", "demo", "flat", None)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        identify("a.ipynb", "demo", "zip", None)
+
+
+def test_course_errors_are_clear(tmp_path):
+    with pytest.raises(ValueError, match="is not a directory"):
+        Course.at(tmp_path / "nope")
+    course = Course.at(tmp_path)
+    with pytest.raises(ValueError, match="no assignment 'x'"):
+        course.notebooks("x")
+    cohort.write_demo_assignment(tmp_path)
+    assert course.assignments() == ["demo"] and course.notebooks("demo") == ["demo"]
+
+
+def test_verdict_rejects_unknown_status():
+    with pytest.raises(ValueError, match="status must be one of"):
+        status.Verdict("s", "a", "passed")
+
+
+# -- cohort --------------------------------------------------------------------------------
+def test_submission_kinds():
+    source = cohort.demo_notebook()
+    released = nbformat.reads(nbformat.writes(source), as_version=4)
+    for cell in released.cells:
+        cell.source = checks.released(cell.source).replace(
+            "return x - x.mean(axis=1, keepdims=True)", "raise NotImplementedError()"
+        )
+    correct = cohort.submission(source, released, "correct")
+    assert (
+        "x.mean(axis=1" in correct.cells[1].source
+        and "BEGIN SOLUTION" not in correct.cells[1].source
+    )
+    assert "NotImplementedError" in cohort.submission(source, released, "stub").cells[1].source
+    assert "os._exit(0)" in cohort.submission(source, released, "exit").cells[1].source
+    assert cohort.submission(source, released, "empty") == b""
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cohort.submission(source, released, "corrupt"))
+    with pytest.raises(ValueError, match="unknown submission kind"):
+        cohort.submission(source, released, "lazy")
+
+
+def test_default_mix_is_forty_students():
+    assert sum(cohort.DEFAULT_MIX.values()) == 40
+
+
+# -- sandbox and worker -------------------------------------------------------------------
+def _sandboxed(tmp_path, code: str, *extra: str) -> subprocess.CompletedProcess:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "normedu.course.sandbox",
+        "--workdir",
+        str(work),
+        *extra,
+        "--",
+        sys.executable,
+        "-c",
+        code,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+@needs_linux
+def test_sandbox_memory_cap_raises_memory_error(tmp_path):
+    code = "import numpy as np\ntry:\n    np.ones(2**31)\nexcept MemoryError:\n    print('capped')"
+    out = _sandboxed(tmp_path, code, "--memory-mb", "1024", "--landlock", "off")
+    assert out.stdout.strip() == "capped", out.stderr
+
+
+@needs_linux
+def test_sandbox_environment_is_scrubbed(tmp_path):
+    os.environ["NORMEDU_SECRET_TEST"] = "leak"
+    try:
+        code = (
+            "import os; print(os.getcwd()); print(os.environ['HOME']); "
+            "print('NORMEDU_SECRET_TEST' in os.environ)"
+        )
+        out = _sandboxed(tmp_path, code, "--landlock", "off")
+    finally:
+        del os.environ["NORMEDU_SECRET_TEST"]
+    cwd, home, leaked = out.stdout.split()
+    assert cwd == home == str((tmp_path / "work").resolve()) and leaked == "False"
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="the Linux kernel has no Landlock")
+def test_landlock_blocks_writes_and_reads_outside_the_working_copy(tmp_path):
+    victim = tmp_path / "gradebook.db"
+    victim.write_text("grades")
+    code = (
+        "import os\n"
+        "open('mine.txt', 'w').write('ok')\n"
+        f"for p in ['../gradebook.db', {str(victim)!r}]:\n"
+        "    try:\n        open(p, 'a').write('x'); print('wrote')\n"
+        "    except PermissionError:\n        print('denied')\n"
+        f"try:\n    open({str(victim)!r}).read(); print('read')\n"
+        "except PermissionError:\n    print('denied')\n"
+        f"try:\n    os.remove({str(victim)!r}); print('removed')\n"
+        "except PermissionError:\n    print('denied')\n"
+    )
+    out = _sandboxed(tmp_path, code, "--landlock", "on")
+    assert out.stdout.split() == ["denied"] * 4, out.stderr
+    assert victim.read_text() == "grades"
+    assert (tmp_path / "work" / "mine.txt").read_text() == "ok"
+
+
+@needs_linux
+def test_kill_descendants_reaps_a_process_tree():
+    # A child that starts a grandchild in its own session, as a student's escape attempt would.
+    code = (
+        "import subprocess, time; "
+        "subprocess.Popen(['sleep', '4321'], start_new_session=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 20
+    while len(descendants(child.pid)) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tree = [child.pid, *descendants(child.pid)]
+    assert len(tree) == 2
+    assert kill_descendants(child.pid) >= 1
+    child.kill()
+    child.wait()
+    for pid in tree:
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+        )
+
+
+# -- CLI -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "command", ["release", "collect", "autograde", "feedback", "export", "grade-bench"]
+)
+def test_cli_help(command, capsys):
+    from normedu.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    assert command.split("-")[0] in capsys.readouterr().out
+
+
+def test_cli_reports_bad_arguments(tmp_path, capsys):
+    from normedu.cli import main
+
+    assert main(["--root", str(tmp_path), "export", "nope"]) == 2
+    assert "no assignment 'nope'" in capsys.readouterr().err
+
+
+def test_a_second_grading_run_on_the_same_course_is_refused(tmp_path):
+    from normedu.course.autograde import _lock
+
+    course = Course.at(tmp_path)
+    held = _lock(course)
+    try:
+        with pytest.raises(ValueError, match="another normedu autograde is running"):
+            _lock(course)
+    finally:
+        held.close()
+    _lock(course).close()  # free again once the first run ends
+
+
+def test_stored_benchmark_table(tmp_path, monkeypatch):
+    import normedu.results
+    from normedu.course.bench import stored_markdown
+
+    monkeypatch.setattr(normedu.results, "RESULTS_DIR", tmp_path)
+    assert "Not measured yet" in stored_markdown()
+    record = {
+        "provenance": {
+            "cpu_count": 2, "device": "CPU (x)", "date": "2026-11-29T19:00:00Z", "command": "c",
+        },
+        "data": {
+            "assignment": "layernorm", "submissions": 40, "executed": 38, "jobs": 2,
+            "sequential_s": 100.0, "parallel_s": 50.0, "sequential_per_submission_s": 2.5,
+            "parallel_per_submission_s": 1.25, "speedup": 2.0, "identical": True,
+            "cell_timeout_s": 10, "sandbox": "s", "import_numpy_s": 0.2, "import_torch_s": 1.5,
+        },
+    }  # fmt: skip
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "grade_bench.json").write_text(json.dumps(record))
+    table = stored_markdown()
+    assert "| speed-up | 2.00x |" in table and "2.50 s per submission" in table
+    assert "numpy and torch 1.50 s" in table and "2026-11-29T19:00:00Z" in table
+    assert "does not exceed the number of workers" in table and "| not measured |" in table
+    # A speed-up above the worker count can only come from a changing load: the page says so.
+    record["data"].update(speedup=3.0, stock_nbgrader_s=200.0)
+    (tmp_path / "cpu" / "grade_bench.json").write_text(json.dumps(record))
+    table = stored_markdown()
+    assert "exceeds the number of workers (2)" in table
+    assert "200.0 s, 5.00 s per submission" in table and "took 0.50x the time of stock" in table
