@@ -598,7 +598,7 @@ def run_benchmark(
     dev = pick_device(device)
     timer = _Timer(dev)
 
-    from tqdm.auto import tqdm
+    from tqdm.std import tqdm  # tqdm.auto draws a widget that static pages show as raw JSON
 
     rows: list[dict[str, Any]] = []
     copies: list[dict[str, Any]] = []

@@ -242,7 +242,7 @@ class _Pool:
     yields results with ``worker_failed`` for its jobs and is replaced."""
 
     def __init__(self, jobs: int, wall: float, logdir: Path, progress: bool, total: int):
-        from tqdm.auto import tqdm
+        from tqdm.std import tqdm  # plain text bar: also readable in logs and static pages
 
         env = dict(os.environ)
         pkg_parent = str(Path(__file__).resolve().parents[2])

@@ -1,0 +1,217 @@
+"""Figures of the Pre-Norm vs Post-Norm chapter: data flows, gradients at init, training.
+
+Also holds :func:`no_gpu_panel`, the panel every chapter-4-to-6 figure shows where a stored
+GPU run is missing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+from . import COLORS, Figure, figure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..experiments.prepost import InitGradNorms, StabilityResult
+
+EXPERIMENTS_COMMAND = "python -m normedu.experiments --store"
+
+
+def no_gpu_panel(ax, command: str = EXPERIMENTS_COMMAND, title: str = "Stored GPU run") -> None:
+    """Blank ``ax`` out with a note that no GPU run is stored and how to produce one."""
+    ax.set_title(title)
+    ax.text(
+        0.5,
+        0.5,
+        f"no GPU run stored yet;\nregenerate with:\n{command}\non a CUDA machine",
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=10,
+        family="monospace",
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+
+
+def short_device(device: str, width: int = 40) -> str:
+    return device if len(device) <= width else device[: width - 3] + "..."
+
+
+# --------------------------------------------------------------------------- data flow
+
+
+def _box(ax, x, y, text, color, w=1.6, h=0.5):
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.04", fc=color, ec="black", lw=1
+        )
+    )
+    ax.text(x, y, text, ha="center", va="center", fontsize=9)
+
+
+def _arrow(ax, a, b, rad=0.0, color="black"):
+    ax.add_patch(
+        FancyArrowPatch(
+            a,
+            b,
+            arrowstyle="-|>",
+            mutation_scale=12,
+            lw=1.2,
+            color=color,
+            connectionstyle=f"arc3,rad={rad}",
+        )
+    )
+
+
+def _plus(ax, x, y):
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - 0.18, y - 0.18), 0.36, 0.36, boxstyle="circle,pad=0", fc="white", ec="black"
+        )
+    )
+    ax.text(x, y, "+", ha="center", va="center", fontsize=12)
+
+
+def dataflow_figure() -> Figure:
+    """The two placements of one sub-block drawn side by side (input at the bottom).
+
+    Post-Norm: ``x -> Sublayer -> (+ x) -> Norm``. Pre-Norm: ``x -> Norm -> Sublayer ->
+    (+ x)``, with the residual (orange) bypassing the norm.
+    """
+    fig, axes = figure(1, 2, width=9.0, height=5.0)
+    norm_c, sub_c, res_c = "#cfe2f3", "#fce5cd", COLORS["post"]
+    for ax, kind in zip(axes, ("post", "pre"), strict=True):
+        ax.set_xlim(-1.6, 2.2)
+        ax.set_ylim(-0.6, 5.0)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        ax.text(0, -0.45, "x (input)", ha="center", fontsize=9)
+        if kind == "post":
+            _box(ax, 0, 1.2, "Sublayer\n(attention / MLP)", sub_c)
+            _plus(ax, 0, 2.5)
+            _box(ax, 0, 3.6, "LayerNorm", norm_c)
+            _arrow(ax, (0, -0.25), (0, 0.95))
+            _arrow(ax, (0, 1.45), (0, 2.32))
+            _arrow(ax, (0, 2.68), (0, 3.35))
+            _arrow(ax, (0, 3.85), (0, 4.7))
+            _arrow(ax, (0.1, 0.2), (0.18, 2.5), rad=0.6, color=res_c)
+            ax.text(0, 4.8, "LN(x + Sublayer(x))", ha="center", fontsize=9)
+            ax.set_title("Post-Norm (Vaswani et al., 2017)\nevery path crosses the norm")
+        else:
+            _box(ax, 0, 1.0, "LayerNorm", norm_c)
+            _box(ax, 0, 2.2, "Sublayer\n(attention / MLP)", sub_c)
+            _plus(ax, 0, 3.5)
+            _arrow(ax, (0, -0.25), (0, 0.75))
+            _arrow(ax, (0, 1.25), (0, 1.95))
+            _arrow(ax, (0, 2.45), (0, 3.32))
+            _arrow(ax, (0, 3.68), (0, 4.7))
+            _arrow(ax, (0.1, 0.0), (0.18, 3.5), rad=0.55, color=res_c)
+            ax.text(0, 4.8, "x + Sublayer(LN(x))", ha="center", fontsize=9)
+            ax.set_title("Pre-Norm (GPT-2, LLaMA)\nthe residual path skips the norm")
+        ax.text(1.45, 2.0, "residual", color=res_c, fontsize=9, rotation=90, va="center")
+    fig.suptitle("One sub-block, two placements of the norm (repeated twice per block)")
+    return fig
+
+
+# --------------------------------------------------------------------------- gradients at init
+
+
+def _init_panels(axes, res: InitGradNorms, source: str) -> None:
+    cmap = {d: c for d, c in zip(res.depths, np.linspace(0.25, 1.0, len(res.depths)), strict=True)}
+    for ax, placement in zip(axes, ("post", "pre"), strict=True):
+        for depth in res.depths:
+            prof = res.profile(placement, depth)
+            layers = np.arange(1, depth + 1)
+            color = (
+                (*np.array([0, 0.2, 0.5]) * cmap[depth], 1.0)
+                if placement == "pre"
+                else (0.85 * cmap[depth], 0.37 * cmap[depth], 0.0, 1.0)
+            )
+            ax.plot(
+                layers,
+                prof,
+                color=color,
+                marker="." if depth <= 12 else None,
+                label=f"{depth} layers (max/min {prof.max() / prof.min():.1f})",
+            )
+        ax.set_yscale("log")
+        ax.set_xscale("log", base=2)
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.set_xlabel("layer (1 = next to the input)")
+        ax.set_ylabel("‖∇ W2 of the FFN‖ at init")
+        name = "Post-LN" if placement == "post" else "Pre-LN"
+        ax.set_title(f"{name}: {source} (d_model {res.d_model})", fontsize=10)
+        ax.legend(fontsize=7)
+
+
+def init_grad_figure(
+    live: InitGradNorms, stored: InitGradNorms | None = None, stored_device: str = ""
+) -> Figure:
+    """Per-layer FFN-W2 gradient norm at init: Post-LN left, Pre-LN right; one line per depth.
+
+    Top row: the live run. Bottom row: the stored GPU run, or a note that none exists.
+    """
+    fig, axes = figure(2, 2, width=11.0, height=8.0)
+    _init_panels(axes[0], live, "this device")
+    if stored is None:
+        no_gpu_panel(axes[1, 0])
+        axes[1, 1].axis("off")
+    else:
+        _init_panels(axes[1], stored, f"stored GPU run {short_device(stored_device, 30)}")
+    fig.suptitle("Gradient norm per layer at initialization (Xiong et al., 2020, Fig. 3 setup)")
+    return fig
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _train_panel(ax, res: StabilityResult, title: str) -> None:
+    for run in res.runs:
+        ls = "-" if run.warmup == 0 else "--"
+        losses = np.asarray(run.losses, dtype=float)
+        steps = np.arange(1, len(losses) + 1)
+        outcome = "diverged" if run.diverged else ("trained" if run.trained else "stalled")
+        ax.plot(
+            steps,
+            losses,
+            ls=ls,
+            color=COLORS[run.placement],
+            lw=1.3,
+            label=f"{run.label}: {outcome}",
+        )
+    ax.axhline(res.chance_loss, color="black", lw=0.8, ls=":", label="chance: ln V")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (answer tokens)")
+    ax.set_title(title, fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+
+
+def training_figure(
+    live: StabilityResult, stored: StabilityResult | None = None, stored_device: str = ""
+) -> Figure:
+    """Loss curves of the four runs: the live run left, the stored GPU run (or a note) right."""
+    fig, (left, right) = figure(1, 2, width=11.5, height=4.4)
+    _train_panel(
+        left, live, f"This device: {live.depth} layers, d_model {live.d_model}, Adam lr {live.lr:g}"
+    )
+    if stored is None:
+        no_gpu_panel(right)
+    else:
+        _train_panel(
+            right,
+            stored,
+            f"Stored GPU run ({short_device(stored_device, 28)}): "
+            f"{stored.depth} layers, d_model {stored.d_model}",
+        )
+    fig.suptitle(f"Training at a high learning rate, with and without warm-up ({live.task} task)")
+    return fig

@@ -1,0 +1,249 @@
+"""A small GPT-style Transformer whose norm placement and kind are switches.
+
+The stack is the decoder-only model of GPT-2 cut down to what the course needs: token and
+position embeddings, ``n_layers`` blocks of causal multi-head self-attention and a two-layer
+MLP, an optional final norm, and a linear LM head. Every block has the two sub-blocks wired
+one of two ways (``placement``):
+
+- ``"post"`` (Vaswani et al., 2017): ``x = Norm(x + Sublayer(x))`` for each sub-block, so
+  every path from input to output crosses a norm.
+- ``"pre"`` (GPT-2, LLaMA): ``x = x + Sublayer(Norm(x))``; the residual stream is never
+  normalized, and a final norm sits after the last block (``final_norm=None`` picks this).
+
+``norm`` is ``"layernorm"``, ``"rmsnorm"`` or ``"none"`` (built with
+:func:`normedu.nn.make_norm`), and ``residual=False`` removes the skip connections (the
+ablation of the gradient-highway experiment).
+
+Shapes: token ids ``idx`` (B, T) int64 with T <= ``max_len``; hidden states (B, T, D);
+logits (B, T, V). Initialisation is deterministic given ``seed``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from .nn import make_norm
+
+__all__ = [
+    "GPTConfig",
+    "CausalSelfAttention",
+    "MLP",
+    "Block",
+    "TinyGPT",
+    "count_norms",
+]
+
+PLACEMENTS = ("pre", "post")
+NORMS = ("layernorm", "rmsnorm", "none")
+INITS = ("xavier", "gpt2")
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """Hyper-parameters of :class:`TinyGPT`.
+
+    - vocab: number of token ids V.
+    - d_model: width D; must be divisible by ``n_heads``.
+    - n_heads: attention heads H (head size D / H).
+    - n_layers: number of blocks L.
+    - d_ff: hidden width of the MLP (default 4 D).
+    - max_len: longest sequence T the position embedding covers.
+    - placement: ``"pre"`` or ``"post"``.
+    - norm: ``"layernorm"``, ``"rmsnorm"`` or ``"none"``.
+    - residual: keep the skip connections.
+    - final_norm: norm after the last block; None means "only for pre-norm".
+    - init: ``"xavier"`` (Xavier-uniform weights as in Vaswani et al. and Xiong et al., 2020)
+      or ``"gpt2"`` (normal with std 0.02, output projections scaled by 1/sqrt(2 L)).
+    - seed: seed of the initialisation.
+    """
+
+    vocab: int = 32
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 4
+    d_ff: int | None = None
+    max_len: int = 64
+    placement: str = "pre"
+    norm: str = "layernorm"
+    residual: bool = True
+    final_norm: bool | None = None
+    init: str = "xavier"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
+        for name in ("vocab", "d_model", "n_heads", "n_layers", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+
+    @property
+    def ff(self) -> int:
+        return self.d_ff if self.d_ff is not None else 4 * self.d_model
+
+    @property
+    def has_final_norm(self) -> bool:
+        if self.norm == "none":
+            return False
+        return self.placement == "pre" if self.final_norm is None else self.final_norm
+
+    def with_(self, **changes) -> GPTConfig:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention where position t attends to positions <= t.
+
+    ``qkv`` is one (D -> 3D) linear map whose output splits into queries, keys and values in
+    that order (the layout of ``nn.MultiheadAttention.in_proj_weight``); ``proj`` maps the
+    concatenated heads back to D. Input (B, T, D) -> output (B, T, D).
+    """
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads = d_model, n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"expected x of shape (B, T, {self.d_model}), got {tuple(x.shape)}")
+        b, t, d = x.shape
+        h = self.n_heads
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        # (B, T, D) -> (B, H, T, D/H): each head attends on its own slice of the width.
+        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)
+        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+        out = scores.softmax(dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, t, d))
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward network ``fc2(GELU(fc1(x)))``: (..., D) -> (..., D)."""
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """One Transformer block: attention then MLP, each with its norm and (optional) residual.
+
+    With ``placement="pre"``: ``x + attn(norm1(x))`` then ``x + mlp(norm2(x))``.
+    With ``placement="post"``: ``norm1(x + attn(x))`` then ``norm2(x + mlp(x))``.
+    Without residual the ``x +`` is dropped. Input and output (B, T, D).
+    """
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.placement, self.residual = cfg.placement, cfg.residual
+        self.norm1 = make_norm(cfg.norm, cfg.d_model)
+        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads)
+        self.norm2 = make_norm(cfg.norm, cfg.d_model)
+        self.mlp = MLP(cfg.d_model, cfg.ff)
+
+    def _sub(self, x: Tensor, norm: nn.Module, layer: nn.Module) -> Tensor:
+        if self.placement == "pre":
+            y = layer(norm(x))
+            return x + y if self.residual else y
+        y = layer(x)
+        return norm(x + y if self.residual else y)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self._sub(x, self.norm1, self.attn)
+        return self._sub(x, self.norm2, self.mlp)
+
+
+class TinyGPT(nn.Module):
+    """Token + position embedding, ``n_layers`` :class:`Block` s, optional final norm, LM head.
+
+    ``forward(idx)`` takes token ids (B, T) and returns logits (B, T, V).
+    ``blocks`` is an ``nn.ModuleList``; :meth:`layers` names them ``"block0"`` ... for
+    :mod:`normedu.gradflow`.
+    """
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.final = make_norm(cfg.norm, cfg.d_model) if cfg.has_final_norm else nn.Identity()
+        self.head = nn.Linear(cfg.d_model, cfg.vocab)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Deterministic init from ``cfg.seed``; norms start as identity (gamma 1, beta 0)."""
+        gen = torch.Generator().manual_seed(self.cfg.seed)
+        n_layers = self.cfg.n_layers
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                w = module.weight
+                if self.cfg.init == "xavier":
+                    bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
+                    w.copy_(torch.rand(w.shape, generator=gen) * 2 * bound - bound)
+                else:
+                    std = 0.02
+                    # GPT-2 scales the projections that write into the residual stream.
+                    if name.endswith(("attn.proj", "mlp.fc2")):
+                        std /= math.sqrt(2 * n_layers)
+                    w.copy_(torch.randn(w.shape, generator=gen) * std)
+                module.bias.zero_()
+            elif isinstance(module, nn.Embedding):
+                # Xavier-scale embeddings keep the input of block 0 at unit-ish variance.
+                std = self.cfg.d_model**-0.5 if self.cfg.init == "xavier" else 0.02
+                module.weight.copy_(torch.randn(module.weight.shape, generator=gen) * std)
+        for module in self.modules():
+            # make_norm's modules already start at gamma = 1, beta = 0; reset in case of reuse.
+            if hasattr(module, "weight") and type(module).__name__ in ("LayerNorm", "RMSNorm"):
+                module.weight.fill_(1.0)
+                if getattr(module, "bias", None) is not None:
+                    module.bias.zero_()
+
+    def hidden(self, idx: Tensor) -> Tensor:
+        """Residual stream after the last block (before the final norm): (B, T, D)."""
+        if idx.dim() != 2:
+            raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
+        if idx.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"idx must hold integer token ids, got dtype {idx.dtype}")
+        t = idx.shape[1]
+        if t > self.cfg.max_len:
+            raise ValueError(f"sequence length {t} exceeds max_len={self.cfg.max_len}")
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.head(self.final(self.hidden(idx)))
+
+    def layers(self) -> dict[str, nn.Module]:
+        """The blocks by name, ``{"block0": ..., "block{L-1}": ...}``, input side first."""
+        return {f"block{i}": b for i, b in enumerate(self.blocks)}
+
+
+def count_norms(model: nn.Module) -> int:
+    """Number of LayerNorm/RMSNorm modules (normedu's or torch's) inside ``model``."""
+    kinds = ("LayerNorm", "RMSNorm")
+    return sum(type(m).__name__ in kinds for m in model.modules())

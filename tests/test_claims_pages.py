@@ -1,0 +1,191 @@
+"""Claim checks of chapters 4-6 and the summary, and the structure of the closing pages."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jupytext
+import numpy as np
+import pytest
+from test_experiments_prepost import TINY
+from test_plots_ch4_6 import _fake_bench
+
+from normedu import ledger
+from normedu.claims import rmsnorm as CR
+from normedu.claims.summary import comparison_checks, comparison_markdown
+from normedu.experiments import gradflow as G
+from normedu.experiments import prepost as E
+from normedu.experiments import rmsnorm as R
+
+BOOK = Path(__file__).resolve().parent.parent / "book"
+CHAPTERS = ("rmsnorm", "prepost", "jacobian")
+
+
+def test_checks_are_registered():
+    assert {"rmsnorm", "prepost", "jacobian", "summary"} <= set(ledger.registered())
+
+
+def test_summary_cells_are_what_torch_does():
+    res = comparison_checks()
+    assert res["batchnorm"] == {
+        "batch1": False,
+        "varseq": False,
+        "modes": True,
+        "params": 128,
+        "buffers": {"running_mean": 64, "running_var": 64},
+    }
+    for name, params in (("layernorm", 128), ("rmsnorm", 64)):
+        assert res[name] == {
+            "batch1": True,
+            "varseq": True,
+            "modes": False,
+            "params": params,
+            "buffers": {},
+        }
+    md = comparison_markdown()
+    assert "✗" not in md and md.count("✓") == 12
+
+
+def test_summary_claims(tmp_path):
+    claims = ledger.check("summary", directory=tmp_path)
+    assert {c.verdict for c in claims} == {"confirmed"}
+    assert (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    "savings, verdict",
+    [
+        ({"eager": 0.12, "compiled": 0.14}, "confirmed"),
+        ({"eager": -1.5, "compiled": -0.1}, "not reproduced"),
+        ({"eager": -1.5, "compiled": 0.5}, "depends"),
+    ],
+)
+def test_speed_verdict(savings, verdict):
+    assert CR._speed_verdict(savings, 0.10, 0.15) == verdict
+
+
+def test_rmsnorm_claims_with_fake_speed(monkeypatch, tmp_path):
+    fake = _fake_bench("CPU (fake)", 3.0)  # FAKE TEST DATA: RMSNorm 3x slower everywhere
+    small = R.PRMSResult(
+        ps=np.array([0.0625, 1.0]),
+        rel_err_equal=np.array([0.05, 0.0]),
+        rel_err_unequal=np.array([0.6, 0.0]),
+        time_ratio=np.array([0.5, 1.0]),
+        shape=(8, 8),
+    )
+    monkeypatch.setattr(R, "speed_run", lambda progress=True: fake)
+    monkeypatch.setattr(R, "SPEED_SHAPES", ((1024, 4096),))
+    monkeypatch.setattr(R, "prms_check", lambda: small)
+    claims = {c.id: c for c in ledger.check("rmsnorm", directory=tmp_path)}
+    assert claims["rmsnorm.example_rms"].verdict == "confirmed"
+    assert claims["rmsnorm.example_out"].verdict == "confirmed"
+    assert claims["rmsnorm.example_mean"].verdict == "confirmed"
+    assert claims["rmsnorm.params"].verdict == "confirmed"
+    assert claims["rmsnorm.torch_eps"].verdict == "confirmed"
+    assert claims["rmsnorm.speed_10_15"].verdict == "not reproduced"
+    assert claims["rmsnorm.speed_25"].verdict == "not reproduced"
+    assert "-200%" in claims["rmsnorm.speed_10_15"].measured
+    assert claims["rmsnorm.paper_7_64"].verdict == "cited"
+
+
+def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
+    monkeypatch.setitem(E.SIZES, "cpu", TINY)
+    monkeypatch.setitem(
+        G.SIZES,
+        "cpu",
+        G.HighwaySize(
+            depth=4, d_model=16, n_heads=2, batch=4, n_items=3, vocab=10, seeds=1, threads=1
+        ),
+    )
+    for fn in (E.init_grad_norms, E.train_stability, G.highway_grid):
+        fn.cache_clear()
+    try:
+        pp = ledger.check("prepost", directory=tmp_path)
+        jac = ledger.check("jacobian", directory=tmp_path)
+    finally:
+        for fn in (E.init_grad_norms, E.train_stability, G.highway_grid):
+            fn.cache_clear()
+    ids = {c.id for c in pp}
+    assert {"prepost.pre_flat_2x", "prepost.warmup", "prepost.ln_count"} <= ids
+    assert all(c.chapter == "prepost" for c in pp)
+    assert {c.id: c.verdict for c in pp}["prepost.ln_count"] == "confirmed"
+    by_id = {c.id: c for c in jac}
+    for cid in (
+        "jacobian.formula",
+        "jacobian.parts",
+        "jacobian.null_space",
+        "jacobian.self_regulation",
+    ):
+        assert by_id[cid].verdict == "confirmed", by_id[cid]
+    assert "4 layers" in by_id["jacobian.orders_of_magnitude"].measured
+
+
+def test_collect_renders_whatever_is_registered(tmp_path):
+    ledger.check("summary", directory=tmp_path)
+    got = ledger.load(tmp_path, order=["drift", "summary"])
+    assert got and all(c.chapter == "summary" for c in got)
+    assert ledger.to_markdown(got).startswith("| Claim |")
+
+
+# --------------------------------------------------------------------------- the pages
+
+
+def _read(name: str):
+    return jupytext.read(BOOK / f"{name}.md")
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_chapter_structure(name):
+    text = (BOOK / f"{name}.md").read_text()
+    nb = _read(name)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert "## Check your understanding" in text and "{dropdown}" in text
+    assert f"](exercises/{name}.md)" in text
+    assert "## Claims checked on this page" in text
+    assert f'normedu.ledger.check("{name}")' in text
+    assert "benefits from a GPU, and runs without one" in text
+
+
+def test_ledger_page_forces_execution_and_collects():
+    nb = _read("claims_ledger")
+    assert nb.metadata["mystnb"]["execution_mode"] == "force"
+    src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "ledger.collect(order=ORDER)" in src
+    assert '"drift", "batchnorm", "layernorm", "rmsnorm", "fast", "prepost", "jacobian", ' in src
+
+
+def test_status_and_questions_pages():
+    assert "```{nb-exec-table}" in (BOOK / "execution_status.md").read_text()
+    q = (BOOK / "questions.md").read_text()
+    assert q.count(":class: dropdown") >= 6 and "BatchNorm vs LayerNorm" in q
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", (*CHAPTERS, "summary"))
+def test_page_executes(name, tmp_path):
+    """Execute the page as the book build does (no errors, no exceptions in any cell)."""
+    from nbclient import NotebookClient
+
+    nb = _read(name)
+    env = {"NORMEDU_LEDGER_DIR": str(tmp_path), "MPLBACKEND": "Agg"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        NotebookClient(
+            nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(BOOK)}}
+        ).execute()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
+    assert not errors

@@ -1,0 +1,132 @@
+"""The Pre/Post-Norm experiments at a tiny size, the presets, and the storing command."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from normedu.experiments import __main__ as cli
+from normedu.experiments import prepost as E
+from normedu.experiments import registered
+
+TINY = E.PrePostSize(
+    depths=(2, 4),
+    d_model=16,
+    n_heads=2,
+    vocab=10,
+    n_items=3,
+    batch=4,
+    seeds=1,
+    train_depth=2,
+    train_d_model=16,
+    train_heads=2,
+    train_batch=4,
+    steps=6,
+    lr=1e-3,
+    warmup=3,
+    threads=1,
+)
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    monkeypatch.setitem(E.SIZES, "cpu", TINY)
+    E.init_grad_norms.cache_clear()
+    E.train_stability.cache_clear()
+    yield TINY
+    E.init_grad_norms.cache_clear()
+    E.train_stability.cache_clear()
+
+
+def test_lr_schedule():
+    assert [E.lr_at(s, 1.0, 4) for s in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert E.lr_at(0, 0.3, 0) == 0.3
+    with pytest.raises(ValueError):
+        E.lr_at(0, 1.0, -1)
+
+
+def test_presets_are_defined_and_cuda_is_bigger():
+    cpu, cuda = E.SIZES["cpu"], E.SIZES["cuda"]
+    assert cuda.d_model >= 8 * cpu.d_model and cuda.steps >= 10 * cpu.steps
+    assert max(cuda.train_depth, *cuda.depths) >= 24
+    assert cpu.warmup < cpu.steps and cuda.warmup < cuda.steps
+
+
+def test_init_grad_norms_tiny(tiny):
+    res = E.init_grad_norms("cpu")
+    assert res.depths == [2, 4]
+    for placement in ("post", "pre"):
+        for d in res.depths:
+            prof = res.profile(placement, d)
+            assert prof.shape == (d,) and (prof > 0).all()
+            assert res.spread(placement, d) == pytest.approx(prof.max() / prof.min())
+    assert E.init_grad_norms("cpu") is res  # cached
+    assert E.InitGradNorms.from_json(json.loads(json.dumps(res.to_json()))) == res
+
+
+def test_train_stability_tiny(tiny):
+    res = E.train_stability("cpu")
+    assert [(r.placement, r.warmup) for r in res.runs] == [
+        ("post", 0),
+        ("post", 3),
+        ("pre", 0),
+        ("pre", 3),
+    ]
+    for r in res.runs:
+        assert len(r.losses) == TINY.steps and not r.diverged
+        assert r.final_loss == pytest.approx(sum(r.losses[-1:]) / 1)
+        assert 0.0 <= r.accuracy <= 1.0 and len(r.grad_norms_end) == TINY.train_depth
+        assert r.trained == (r.final_loss < 0.5 * math.log(TINY.vocab))
+    assert res.run("pre", warmup=True).warmup == 3
+    with pytest.raises(KeyError):
+        res.run("middle", warmup=True)
+    again = E.StabilityResult.from_json(json.loads(json.dumps(res.to_json())))
+    assert again.runs[0] == res.runs[0] and again.chance_loss == res.chance_loss
+    # same seeds, same data: deterministic
+    E.train_stability.cache_clear()
+    assert E.train_stability("cpu").runs[2].losses == res.runs[2].losses
+
+
+def test_registry_lists_both_scale_experiments():
+    assert {"prepost", "gradflow"} <= set(registered())
+
+
+def test_cli_refuses_to_store_cpu_runs(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "_cuda_available", lambda: False)
+    assert cli.main(["--store", "--only", "gradflow"]) == 2
+    assert "refusing" in capsys.readouterr().err
+
+
+def test_cli_list(capsys):
+    assert cli.main(["--list"]) == 0
+    assert "prepost" in capsys.readouterr().out.split()
+
+
+def test_cli_stores_with_allow_cpu_into_out(tiny, monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(cli, "_cuda_available", lambda: False)
+    rc = cli.main(
+        ["--store", "--allow-cpu", "--preset", "cpu", "--only", "prepost", "--out", str(tmp_path)]
+    )
+    assert rc == 0
+    record = json.loads((tmp_path / "prepost.json").read_text())
+    assert {"provenance", "data"} <= set(record)
+    assert "CPU" in record["provenance"]["device"]
+    assert "--store" in record["provenance"]["command"]
+    assert record["data"]["preset"] == "cpu" and record["data"]["size"]["depths"] == [2, 4]
+    stab = E.StabilityResult.from_json(record["data"]["training"])
+    assert len(stab.runs) == 4
+
+
+def test_cli_unknown_experiment():
+    with pytest.raises(SystemExit):
+        cli.main(["--only", "nope"])
+
+
+def test_default_preset_shares_the_cache(tiny, monkeypatch):
+    # The chapter calls the runners without a preset, its claim checks with the resolved one:
+    # both must hit one cached run.
+    monkeypatch.setenv("NORMEDU_PRESET", "cpu")
+    assert E.init_grad_norms() is E.init_grad_norms("cpu")
+    assert E.train_stability(progress=True) is E.train_stability("cpu")
