@@ -1,0 +1,478 @@
+"""The website as readers see it: headless Chromium against the built site on 127.0.0.1.
+
+Every page listed in ``_toc.yml`` is visited once (a module fixture records what the browser
+saw); the tests below then assert on that record, one test per page and concern, so a failure
+names the page and the problem. Screenshots of every page in the light and dark theme are
+written to ``_build/screenshots/`` for a person to look at.
+
+Without ``/usr/bin/chromium`` these tests skip (under ``CI=true`` they fail). During
+development, point them at your own build with ``NORMEDU_SITE_DIR=/tmp/<you>-build``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urljoin
+
+import pytest
+from site_helpers import (
+    REPO,
+    book_config,
+    is_exercise_page,
+    is_local,
+    is_notebook_page,
+    launch_context,
+    require_chromium,
+    serve,
+    site_dir,
+    source_path,
+    toc_pages,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("book")]
+
+PAGES = toc_pages()
+NOTEBOOK_PAGES = [d for d in PAGES if is_notebook_page(d)]
+EXERCISE_PAGES = [d for d in PAGES if is_exercise_page(d)]
+#: The page that must carry the LayerNorm animation.
+ANIMATION_PAGE = "book/layernorm"
+
+#: What the page reports about itself once MathJax is done; see ``PageVisit``.
+PROBE_JS = """
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  await document.fonts.ready;
+  const article = document.querySelector('.bd-article') || document.body;
+  const imgs = [...article.querySelectorAll('img')];
+  // Figures below the fold may be lazy: load them all, then read their sizes.
+  imgs.forEach(i => { i.loading = 'eager'; });
+  await Promise.all(imgs.map(i => i.complete ? null :
+    new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); })));
+  // Visible prose only: code, outputs shown as code, and typeset math are not prose.
+  const prose = article.cloneNode(true);
+  prose.querySelectorAll('pre, code, .highlight, mjx-container, script, style, .math')
+       .forEach(e => e.remove());
+  const mathNodes = (sel) => [...article.querySelectorAll(sel)];
+  return {
+    displayMath: mathNodes('div.math').length,
+    displayTypeset: mathNodes('div.math').filter(e => e.querySelector('mjx-container')).length,
+    inlineMath: mathNodes('span.math').length,
+    inlineTypeset: mathNodes('span.math').filter(e => e.querySelector('mjx-container')).length,
+    untypeset: mathNodes('div.math, span.math')
+      .filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 80)),
+    proseText: prose.innerText,
+    images: imgs.map(i => [i.getAttribute('src') ? i.getAttribute('src').slice(0, 80) : i.id,
+                           i.naturalWidth]),
+    // A figure that reached the page as its text repr instead of an image.
+    figuresAsText: (article.innerText.match(/<(Figure|Animation) size [^>]*>/g) || []),
+    animations: article.querySelectorAll('.animation').length,
+    sidebar: [...document.querySelectorAll('nav.bd-docs-nav a.reference')].map(a => a.href),
+    prev: [...document.querySelectorAll('.prev-next-area a.left-prev')].map(a => a.href),
+    next: [...document.querySelectorAll('.prev-next-area a.right-next')].map(a => a.href),
+    notebookDownload: [...document.querySelectorAll('a.btn-download-notebook-button')]
+      .map(a => a.href),
+    sourceDownload: [...document.querySelectorAll('a.btn-download-source-button')]
+      .map(a => a.href),
+    launch: [...document.querySelectorAll('.dropdown-launch-buttons a')]
+      .map(a => [a.textContent.trim(), a.getAttribute('href')]),
+    articleNotebooks: [...article.querySelectorAll('a[href]')]
+      .map(a => a.href).filter(h => /\\.ipynb($|[?#])/.test(h)),
+    // A table may scroll inside the theme's scroll container; it must not stick out of the
+    // text column (onto the table of contents).
+    wideTables: [...article.querySelectorAll('table')]
+      .map(t => t.closest('.pst-scrollable-table-container') || t)
+      .filter(t => t.getBoundingClientRect().right > article.getBoundingClientRect().right + 2)
+      .length,
+    scrollingTables: [...article.querySelectorAll('.pst-scrollable-table-container')]
+      .filter(c => c.scrollWidth > c.clientWidth + 2).length,
+    pageWidth: document.documentElement.scrollWidth,
+    viewportWidth: window.innerWidth,
+  };
+}
+"""
+
+#: Whole pages; JPEG because long pages encode two to three times faster than PNG.
+SHOT = {"full_page": True, "type": "jpeg", "quality": 85}
+
+RAW_TEX = ("$$", "\\frac", "\\begin{", "\\[", "\\(", "\\mathbf", "\\sqrt")
+
+
+@dataclass
+class PageVisit:
+    """What Chromium saw on one page (light theme load; the dark pass adds its screenshot)."""
+
+    url: str
+    requests: list[str] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    probe: dict = field(default_factory=dict)
+    animation_steps: list[tuple[str, str]] = field(default_factory=list)
+    screenshots: dict[str, Path] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def site(request) -> Path:
+    require_chromium()  # before the build: no point building a site nobody can look at
+    return site_dir(request)
+
+
+@pytest.fixture(scope="module")
+def browser(site):
+    """``(context, base_url)``: a fresh Chromium profile on the site served from 127.0.0.1."""
+    from playwright.sync_api import sync_playwright
+
+    profile = Path(tempfile.mkdtemp(prefix="normedu-chromium-"))
+    with serve(site) as base, sync_playwright() as pw:
+        context = launch_context(pw, profile)
+        context.set_default_timeout(30_000)
+        external: list[str] = []
+
+        def route(r):
+            # Nothing may leave the machine: record and refuse anything not on 127.0.0.1.
+            if is_local(r.request.url):
+                r.continue_()
+            else:
+                external.append(r.request.url)
+                r.abort()
+
+        context.route("**/*", route)
+        try:
+            yield context, base, external
+        finally:
+            context.close()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+def _visit(context, base: str, docname: str, shots: Path) -> PageVisit:
+    visit = PageVisit(url=urljoin(base, f"{docname}.html"))
+    page = context.new_page()
+    page.on("request", lambda r: visit.requests.append(r.url))
+    page.on("console", lambda m: m.type == "error" and visit.console_errors.append(m.text))
+    page.on("pageerror", lambda e: visit.console_errors.append(f"uncaught: {e}"))
+    page.on(
+        "requestfailed",
+        lambda r: visit.failed.append(f"{r.url} ({r.failure})"),
+    )
+    page.on(
+        "response",
+        lambda r: r.status >= 400 and visit.failed.append(f"{r.url} (HTTP {r.status})"),
+    )
+    page.goto(visit.url, wait_until="load")
+    # The probe waits for MathJax, its web fonts and every image, so every request the page
+    # makes on its own has been answered when it returns.
+    visit.probe = page.evaluate(PROBE_JS)
+
+    slug = docname.replace("/", "__")
+    visit.screenshots["light"] = shots / f"{slug}-light.jpg"
+    page.screenshot(path=visit.screenshots["light"], **SHOT)
+
+    for i in range(visit.probe["animations"]):
+        anim = page.locator(".bd-article .animation").nth(i)
+        img = anim.locator("img").first
+        before = img.get_attribute("src") or ""
+        anim.locator('button[title="Next frame"]').click()
+        after = img.get_attribute("src") or ""
+        visit.animation_steps.append((before[-40:], after[-40:]))
+
+    # The theme follows the system preference ("auto"): switch it like a reader's OS would.
+    page.emulate_media(color_scheme="dark")
+    page.wait_for_function("document.documentElement.dataset.theme === 'dark'")
+    page.wait_for_timeout(150)  # let CSS transitions finish before the picture
+    visit.screenshots["dark"] = shots / f"{slug}-dark.jpg"
+    page.screenshot(path=visit.screenshots["dark"], **SHOT)
+    page.close()
+    return visit
+
+
+@pytest.fixture(scope="module")
+def visits(site, browser) -> dict[str, PageVisit]:
+    """Every ``_toc.yml`` page visited once, in reading order."""
+    from tqdm.auto import tqdm
+
+    context, base, _ = browser
+    shots = site.parent / "screenshots"
+    # Overwrite in place rather than clear the folder: a second xdist worker may be writing.
+    shots.mkdir(parents=True, exist_ok=True)
+    seen = {d: _visit(context, base, d, shots) for d in tqdm(PAGES, desc="pages", leave=False)}
+    # A summary next to the screenshots, for the person who looks at them.
+    summary = {
+        d: {
+            "requests": len(v.requests),
+            "non_local_requests": sorted({u for u in v.requests if not is_local(u)}),
+            "console_errors": v.console_errors,
+            "failed_requests": v.failed,
+            "images": len(v.probe["images"]),
+            "display_math": v.probe["displayMath"],
+            "animations": v.probe["animations"],
+            "tables_that_scroll": v.probe["scrollingTables"],
+            "screenshots": {k: p.name for k, p in v.screenshots.items()},
+        }
+        for d, v in seen.items()
+    }
+    (shots / "summary.json").write_text(json.dumps(summary, indent=1))
+    return seen
+
+
+# --------------------------------------------------------------------------------------------
+# Loads cleanly and offline
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_page_loads_without_errors(visits, docname):
+    v = visits[docname]
+    assert v.requests, f"{v.url}: the browser made no request at all"
+    assert not v.console_errors, f"{v.url}: console errors:\n" + "\n".join(v.console_errors)
+    failed = [f for f in v.failed if is_local(f.split(" ")[0])]
+    assert not failed, f"{v.url}: failed requests:\n" + "\n".join(failed)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_no_request_leaves_the_machine(visits, docname):
+    v = visits[docname]
+    outside = sorted({u for u in v.requests if not is_local(u)})
+    assert not outside, f"{v.url} requested non-local URLs:\n" + "\n".join(outside)
+
+
+def test_request_guard_sees_outside_requests(browser):
+    """The recorder above must be able to fail: a page that fetches a CDN file is caught."""
+    context, base, external = browser
+    seen: list[str] = []
+    page = context.new_page()
+    page.on("request", lambda r: seen.append(r.url))
+    page.goto(_doc_url(base, PAGES[0]))
+    page.evaluate("() => fetch('https://cdn.jsdelivr.net/npm/mathjax@3').catch(() => null)")
+    page.close()
+    assert [u for u in seen if not is_local(u)] == ["https://cdn.jsdelivr.net/npm/mathjax@3"]
+    assert "https://cdn.jsdelivr.net/npm/mathjax@3" in external
+
+
+# --------------------------------------------------------------------------------------------
+# Math and figures
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_math_is_typeset(visits, docname):
+    p = visits[docname].probe
+    assert p["displayTypeset"] == p["displayMath"] and p["inlineTypeset"] == p["inlineMath"], (
+        f"{docname}: {p['displayMath'] - p['displayTypeset']} display and "
+        f"{p['inlineMath'] - p['inlineTypeset']} inline equations not typeset: {p['untypeset']}"
+    )
+    raw = [t for t in RAW_TEX if t in p["proseText"]]
+    if raw:
+        at = p["proseText"].find(raw[0])
+        context = p["proseText"][max(0, at - 60) : at + 60]
+        pytest.fail(f"{docname}: raw TeX {raw} left in the visible text: ...{context!r}...")
+
+
+def test_math_speech_works_offline(visits, browser):
+    """MathJax's accessibility explorer (speech for screen readers) loads only vendored files.
+
+    The explorer is switched on the way MathJax remembers a reader's menu choice (local
+    storage), since switching it on live from the menu blanks the math in MathJax 3.2.2
+    (upstream bug mathjax/MathJax#3124).
+    """
+    with_math = [d for d in PAGES if visits[d].probe["displayMath"]]
+    if not with_math:
+        pytest.skip("no page has display math")
+    context, base, _ = browser
+    page = context.new_page()
+    requests, bad = [], []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("response", lambda r: r.status >= 400 and bad.append(f"{r.url} ({r.status})"))
+    page.on("requestfailed", lambda r: bad.append(f"{r.url} ({r.failure})"))
+    page.add_init_script(
+        "localStorage.setItem('MathJax-Menu-Settings', JSON.stringify({explorer: true}))"
+    )
+    page.goto(_doc_url(base, with_math[0]))
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function("() => document.querySelector('[data-semantic-speech]')")
+    speech = page.get_attribute("[data-semantic-speech]", "data-semantic-speech")
+    page.evaluate("() => localStorage.removeItem('MathJax-Menu-Settings')")
+    page.close()
+    assert any("sre/mathmaps/en.json" in u for u in requests), "speech rules were not loaded"
+    assert not bad and all(is_local(u) for u in requests), bad or requests
+    assert speech and len(speech.split()) > 2, f"no speech text: {speech!r}"
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_every_image_loads(visits, docname):
+    broken = [src for src, width in visits[docname].probe["images"] if not width]
+    assert not broken, f"{docname}: images that did not load: {broken}"
+    as_text = visits[docname].probe["figuresAsText"]
+    assert not as_text, (
+        f"{docname}: figures shown as text, not images: {as_text} (a detached matplotlib "
+        "Figure needs `%matplotlib inline` in the kernel to display as PNG)"
+    )
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_animation_controls_step_the_frames(visits, docname):
+    v = visits[docname]
+    if docname == ANIMATION_PAGE:
+        assert v.probe["animations"] >= 1, f"{docname}: the LayerNorm animation is missing"
+    if not v.probe["animations"]:
+        return
+    for i, (before, after) in enumerate(v.animation_steps):
+        assert before and after and before != after, (
+            f"{docname}: animation {i}: 'Next frame' did not change the frame"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Navigation and search
+# --------------------------------------------------------------------------------------------
+
+
+def _doc_url(base: str, docname: str) -> str:
+    return urljoin(base, f"{docname}.html")
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_sidebar_lists_every_page_in_order(visits, browser, docname):
+    _, base, _ = browser
+    sidebar = [u.split("#")[0] for u in visits[docname].probe["sidebar"]]
+    # The current page links to itself as "#": put it back in its place.
+    sidebar = [u or _doc_url(base, docname) for u in sidebar]
+    sidebar = [_doc_url(base, docname) if u == visits[docname].url else u for u in sidebar]
+    deduped = list(dict.fromkeys(sidebar))
+    assert deduped == [_doc_url(base, d) for d in PAGES], f"{docname}: sidebar differs from _toc"
+
+
+@pytest.mark.parametrize("i", range(len(PAGES)), ids=list(PAGES))
+def test_previous_and_next_links(visits, browser, i):
+    _, base, _ = browser
+    p = visits[PAGES[i]].probe
+    want_prev = [_doc_url(base, PAGES[i - 1])] if i > 0 else []
+    want_next = [_doc_url(base, PAGES[i + 1])] if i + 1 < len(PAGES) else []
+    assert p["prev"] == want_prev, f"{PAGES[i]}: previous link"
+    assert p["next"] == want_next, f"{PAGES[i]}: next link"
+
+
+def test_clicking_next_walks_the_book(browser):
+    context, base, _ = browser
+    page = context.new_page()
+    page.goto(_doc_url(base, PAGES[0]))
+    for want in PAGES[1:3]:
+        page.locator(".prev-next-area a.right-next").click()
+        page.wait_for_url(_doc_url(base, want))
+    page.close()
+
+
+def test_search_finds_rmsnorm_on_its_chapter(browser):
+    context, base, _ = browser
+    page = context.new_page()
+    page.goto(urljoin(base, "search.html?q=RMSNorm"))
+    summary = page.locator("#search-results .search-summary")
+    summary.wait_for()
+    page.wait_for_function(
+        "() => /finished|did not match/i.test("
+        "document.querySelector('#search-results .search-summary').textContent)"
+    )
+    hits = page.eval_on_selector_all(
+        "#search-results ul.search li",
+        "lis => lis.map(li => [li.querySelector('a').href,"
+        " (li.querySelector('p.context') || {textContent: ''}).textContent])",
+    )
+    page.close()
+    assert _doc_url(base, "book/rmsnorm") in [url for url, _ in hits], f"found {hits}"
+    # Snippets show the page's words, not its button labels (assets/normedu-search.js).
+    chrome = [text for _, text in hits if ".pdf" in text or ".ipynb" in text]
+    assert not chrome, f"search snippets start with the page's menu text: {chrome}"
+
+
+# --------------------------------------------------------------------------------------------
+# Downloads and launch buttons
+# --------------------------------------------------------------------------------------------
+
+
+def _fetch_json(context, url: str) -> dict:
+    resp = context.request.get(url)
+    assert resp.ok, f"{url}: HTTP {resp.status}"
+    return json.loads(resp.body())
+
+
+@pytest.mark.parametrize("docname", NOTEBOOK_PAGES)
+def test_chapter_offers_its_notebook(visits, browser, docname):
+    context, _, _ = browser
+    p = visits[docname].probe
+    assert len(p["notebookDownload"]) == 1, f"{docname}: no .ipynb in the download menu"
+    nb = _fetch_json(context, p["notebookDownload"][0])
+    assert nb["nbformat"] == 4 and nb["cells"], f"{docname}: the .ipynb is not a notebook"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c.get("execution_count") for c in code), f"{docname}: the .ipynb is not executed"
+    assert p["sourceDownload"] and p["sourceDownload"][0].endswith(source_path(docname).suffix)
+
+
+@pytest.mark.parametrize("docname", NOTEBOOK_PAGES)
+def test_launch_buttons_follow_config(visits, docname):
+    cfg = book_config()
+    launch, repo = cfg.get("launch_buttons", {}), cfg.get("repository", {})
+    buttons = dict(visits[docname].probe["launch"])
+    local = (launch.get("local_jupyterlab_url") or "").rstrip("/")
+    if local:
+        prefix = (repo.get("path_to_book") or "").strip("/")
+        rel = source_path(docname).relative_to(REPO).as_posix()
+        rel = f"{prefix}/{rel}" if prefix else rel
+        assert buttons.get("JupyterLab (local)") == f"{local}/lab/tree/{rel}", buttons
+    placeholder = ("", "https://github.com/executablebooks/jupyter-book")
+    has_repo = (repo.get("url") or "").rstrip("/") not in placeholder
+    if has_repo and launch.get("binderhub_url"):
+        assert "Binder" in buttons, f"{docname}: Binder configured but no Binder button"
+    else:
+        assert "Binder" not in buttons and "Colab" not in buttons, (
+            f"{docname}: cloud launch buttons without a repository URL point at a wrong repo"
+        )
+
+
+@pytest.mark.parametrize(
+    "docname",
+    EXERCISE_PAGES
+    or [pytest.param(None, marks=pytest.mark.skip(reason="_toc.yml lists no exercise pages"))],
+)
+def test_exercise_page_links_student_notebook(visits, browser, docname):
+    context, _, _ = browser
+    links = visits[docname].probe["articleNotebooks"]
+    assert links, f"{docname}: no link to the student notebook (.ipynb) in the page"
+    for url in links:
+        assert is_local(url), f"{docname}: the student notebook should be served by the site: {url}"
+        nb = _fetch_json(context, url)
+        assert nb["nbformat"] == 4, url
+
+
+# --------------------------------------------------------------------------------------------
+# Screenshots and layout
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_screenshots_are_not_blank(visits, docname):
+    from PIL import Image, ImageStat
+
+    brightness = {}
+    for theme, path in visits[docname].screenshots.items():
+        with Image.open(path) as im:
+            gray = im.convert("L")
+            stat = ImageStat.Stat(gray)
+            colours = len(gray.getcolors(maxcolors=256) or range(256))
+        assert stat.stddev[0] > 5 and colours > 16, f"{path} looks blank"
+        brightness[theme] = stat.mean[0]
+    assert brightness["light"] > 128 > brightness["dark"], (
+        f"{docname}: mean brightness {brightness}: the dark theme did not apply"
+    )
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_nothing_overflows_the_page(visits, docname):
+    p = visits[docname].probe
+    assert p["pageWidth"] <= p["viewportWidth"], (
+        f"{docname}: the page scrolls sideways ({p['pageWidth']}px > {p['viewportWidth']}px)"
+    )
+    assert not p["wideTables"], f"{docname}: {p['wideTables']} tables stick out of the text"
