@@ -1,0 +1,29 @@
+"""Read (and so execute) the pages that summarise other pages after all the others.
+
+The claims ledger shows what the chapters recorded while they executed, and the execution
+status page lists their run times. Sphinx reads documents in sorted order and skips unchanged
+ones, so without this the ledger would run before drift/fast/jacobian/... on a fresh build
+(and compute every chapter's checks a second time), and would never re-run when only a
+chapter changed.
+"""
+
+from __future__ import annotations
+
+LAST = ("book/claims_ledger", "book/execution_status")
+
+
+def _always_outdated(app, env, added, changed, removed):
+    return [d for d in LAST if d in env.found_docs]
+
+
+def _read_last(app, env, docnames):
+    for d in LAST:
+        if d in docnames:
+            docnames.remove(d)
+            docnames.append(d)
+
+
+def setup(app):
+    app.connect("env-get-outdated", _always_outdated)
+    app.connect("env-before-read-docs", _read_last)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
