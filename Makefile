@@ -50,7 +50,7 @@ browser:
 	 else echo "Chromium not found: browser tests will be skipped (install the 'chromium' package to run them)"; fi
 
 test: $(STAMP) browser lint
-	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 # The quick loop while developing: no book build, no nbgrader, no browser.
 test-fast: $(STAMP)

@@ -70,6 +70,14 @@ class Claim:
                 raise ValueError(f"claim {self.id!r}: field {name!r} must not be empty")
 
 
+def measured_on() -> str:
+    """Where this process measures, for a claim's ``device`` field: device and size preset."""
+    from .device import preset_name
+    from .provenance import device_name
+
+    return f"{device_name()} ({preset_name()} preset)"
+
+
 def verdict_within(measured: float, expected: float, rtol: float) -> str:
     """``"confirmed"`` if ``measured`` is within relative tolerance ``rtol`` of ``expected``."""
     return "confirmed" if abs(measured - expected) <= rtol * abs(expected) else "not reproduced"

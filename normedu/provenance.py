@@ -49,7 +49,9 @@ def device_name(device: str | None = None) -> str:
                 break
     except OSError:
         pass
-    return f"CPU ({cpu}, {torch.get_num_threads()} threads)"
+    cpu = cpu.replace("(R)", "").replace("(TM)", "").replace(" CPU", "").strip()
+    n = torch.get_num_threads()
+    return f"CPU ({cpu}, {n} thread{'s' if n != 1 else ''})"
 
 
 def provenance(command: str | list[str] | None = None, device: str | None = None) -> dict[str, Any]:

@@ -38,7 +38,7 @@ def test_default_gain_sets_weight_std(act, gain):
     m = deep_mlp(400, 400, 2, depth=2, act=act, seed=0)
     w = hidden_linears(m)[1].weight
     # 160,000 draws: the sample std is within 1% of gain / sqrt(fan_in) with near certainty.
-    assert abs(float(w.std()) / (gain / 20.0) - 1) < 0.01
+    assert abs(float(w.detach().std()) / (gain / 20.0) - 1) < 0.01
 
 
 def test_explicit_gain_and_seed():

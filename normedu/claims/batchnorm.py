@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from ..ledger import Claim, claims_for
+from ..ledger import Claim, claims_for, measured_on
 
 CH = "batchnorm"
 NOTES = "seed notes, §1 Batch Normalization"
 ARTICLE = "seed article, 'Batch Normalization: The Predecessor'"
-
-
-def _device() -> str:
-    from ..device import preset_name
-    from ..provenance import device_name
-
-    return f"{device_name()} ({preset_name()} preset)"
 
 
 @claims_for(CH)
@@ -24,7 +17,7 @@ def check() -> list[Claim]:
     from .. import functional as Fn
     from ..experiments import batchnorm as B
 
-    dev = _device()
+    dev = measured_on()
     out = []
 
     # Formula: per-feature mean and biased variance over the batch, checked against torch.

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ledger import Claim, claims_for, verdict_within
+from ..ledger import Claim, claims_for, measured_on, verdict_within
 
 CH = "drift"
 SEED = "seed article, 'Why Normalization Matters'"
-
-
-def _device() -> str:
-    from ..device import preset_name
-    from ..provenance import device_name
-
-    return f"{device_name()} ({preset_name()} preset)"
 
 
 @claims_for(CH)
@@ -40,7 +33,7 @@ def check() -> list[Claim]:
             )
         )
 
-    dev = _device()
+    dev = measured_on()
     rows = D.init_gain_sweep()
     bn = [r["last_std"] for r in rows if r["norm"] == "batchnorm"]
     no = [r["last_std"] for r in rows if r["norm"] == "none"]

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from ..ledger import Claim, claims_for
+from ..ledger import Claim, claims_for, measured_on
 
 CH = "layernorm"
 ART = "seed article, 'Layer Normalization: The Formula'"
 PARAMS = "seed article, 'The Learned Parameters γ and β'"
-
-
-def _device() -> str:
-    from ..device import preset_name
-    from ..provenance import device_name
-
-    return f"{device_name()} ({preset_name()} preset)"
 
 
 @claims_for(CH)
@@ -84,7 +77,7 @@ def check() -> list[Claim]:
             f"{pr['train_eval']:g}, "
             f"length 5 vs 5000 {pr['length_agnostic']:g}; gradcheck passed: {pr['gradcheck']}",
             verdict="confirmed" if ok else "not reproduced",
-            device=_device(),
+            device=measured_on(),
         )
     )
     ln = torch.nn.LayerNorm(768)
@@ -158,7 +151,7 @@ def check() -> list[Claim]:
             "without γ, β "
             f"(provable floor {af['floor']:.3f}) vs {af['affine']['final_loss']:.3f} with them",
             verdict="confirmed" if ok else "not reproduced",
-            device=_device(),
+            device=measured_on(),
         )
     )
     tg = L.trained_gamma()
@@ -178,7 +171,7 @@ def check() -> list[Claim]:
             verdict="confirmed"
             if agrees_center and agrees_tails
             else ("depends" if agrees_center else "not reproduced"),
-            device=_device(),
+            device=measured_on(),
             note=""
             if agrees_tails
             else "the centre agrees; the wide tails did not appear in this small model",
