@@ -21,6 +21,7 @@ from normedu.grading.compare import GradingError, assert_array, call, unchanged
 from normedu.grading.diagnose import Hypothesis, check_against, normalize, normalize_backward
 from normedu.grading.gradcheck import numerical_gradient
 from normedu.grading.guard import assert_no_shortcut
+from normedu.grading.messages import EPS_IGNORED, EPS_OUT, NO_BETA, NO_GAMMA, NO_SQRT, SWAPPED
 
 __all__ = [
     "check_forward_shapes",
@@ -35,13 +36,7 @@ __all__ = [
 
 AXIS = "you normalized each sample over its features (axis 1); BatchNorm normalizes each feature over the batch: mean and variance along axis 0"  # noqa: E501
 UNBIASED = "your variance divides by N−1; BatchNorm normalizes with the biased variance (divide by N, np.var's default ddof=0)"  # noqa: E501
-EPS_OUT = "ε must be inside the square root: (x − μ) / sqrt(σ² + ε), not (x − μ) / (σ + ε)"
-EPS_IGNORED = "the eps argument is not used (or not inside the square root): divide by sqrt(σ² + eps) with the eps you were given"  # noqa: E501
-NO_SQRT = "you divided by the variance; divide by the standard deviation sqrt(σ² + ε)"
 NO_CENTER = "you forgot to subtract the batch mean before dividing"
-NO_BETA = "the shift β is missing: out = γ·x̂ + β"
-NO_GAMMA = "the scale γ is missing: out = γ·x̂ + β"
-SWAPPED = "γ and β are swapped: γ scales, β shifts (out = γ·x̂ + β)"
 RUNNING_IN_TRAIN = "in training mode normalize with the statistics of the current batch, not with running_mean/running_var"  # noqa: E501
 ONE_PASS = "E[x²] − E[x]² loses all precision when the data has a large offset; compute the variance of the centered data, mean((x − μ)²) (or np.var)"  # noqa: E501
 RV_BIASED = "running_var must store the unbiased batch variance (divide by N−1), as PyTorch does; only the normalization uses the biased one"  # noqa: E501

@@ -19,6 +19,7 @@ from normedu.grading.compare import GradingError, assert_array, call, unchanged
 from normedu.grading.diagnose import Hypothesis, check_against, normalize, normalize_backward
 from normedu.grading.gradcheck import numerical_gradient
 from normedu.grading.guard import assert_no_shortcut
+from normedu.grading.messages import EPS_IGNORED, EPS_OUT, NO_BETA, NO_GAMMA, NO_SQRT, SWAPPED
 
 __all__ = [
     "check_forward_shapes",
@@ -35,13 +36,7 @@ AXIS = "you normalized over axis 0 (across the batch, like BatchNorm); LayerNorm
 AXIS_3D = "for a 3-D input (B, T, D) LayerNorm normalizes each of the B·T vectors over its D features only: reduce over the last axis (axis=-1), not over axis 0, axis 1 or several axes"  # noqa: E501
 ALL = "you normalized with the mean and variance of the whole array; LayerNorm takes them per sample, over the last axis (axis=-1, keepdims=True)"  # noqa: E501
 UNBIASED = "your variance divides by D−1; LayerNorm normalizes with the biased variance (divide by D, np.var's default ddof=0)"  # noqa: E501
-EPS_OUT = "ε must be inside the square root: (x − μ) / sqrt(σ² + ε), not (x − μ) / (σ + ε)"
-EPS_IGNORED = "the eps argument is not used (or not inside the square root): divide by sqrt(σ² + eps) with the eps you were given"  # noqa: E501
-NO_SQRT = "you divided by the variance; divide by the standard deviation sqrt(σ² + ε)"
 NO_CENTER = "you forgot to subtract the mean (that is RMSNorm); LayerNorm centers each row first"
-NO_BETA = "the shift β is missing: out = γ·x̂ + β"
-NO_GAMMA = "the scale γ is missing: out = γ·x̂ + β"
-SWAPPED = "γ and β are swapped: γ scales, β shifts (out = γ·x̂ + β)"
 ONE_PASS = "E[x²] − E[x]² loses all precision when a row has a large offset; compute the variance of the centered row, mean((x − μ)²) (or np.var)"  # noqa: E501
 DX_VAR = "dx is missing the term that comes from the variance depending on x: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ·dout, means over the last axis"  # noqa: E501
 DX_MEAN = "dx is missing the term that comes from the mean depending on x: subtract mean(γ·dout) over the last axis"  # noqa: E501
