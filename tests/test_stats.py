@@ -40,8 +40,8 @@ def test_activation_and_gradient_stats_match_manual_computation():
     assert [r.name for r in recs] == ["1", "3"]
     for r, h in zip(recs, ref, strict=False):
         assert r.shape == (32, 20)
-        assert r.act_mean == pytest.approx(float(h.mean()), rel=1e-5, abs=1e-7)
-        assert r.act_std == pytest.approx(float(h.std(unbiased=False)), rel=1e-5)
+        assert r.act_mean == pytest.approx(float(h.detach().mean()), rel=1e-5, abs=1e-7)
+        assert r.act_std == pytest.approx(float(h.detach().std(unbiased=False)), rel=1e-5)
         assert r.grad_norm == pytest.approx(float(h.grad.norm()), rel=1e-5)
         assert r.grad_std == pytest.approx(float(h.grad.std(unbiased=False)), rel=1e-5)
         assert r.grad_mean == pytest.approx(float(h.grad.mean()), rel=1e-4, abs=1e-9)
