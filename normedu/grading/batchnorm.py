@@ -18,7 +18,13 @@ import numpy as np
 
 from normedu import functional as ref
 from normedu.grading.compare import GradingError, assert_array, call, unchanged
-from normedu.grading.diagnose import Hypothesis, check_against, normalize, normalize_backward
+from normedu.grading.diagnose import (
+    Hypothesis,
+    check_affine_backward,
+    check_against,
+    normalize,
+    normalize_backward,
+)
 from normedu.grading.gradcheck import numerical_gradient
 from normedu.grading.guard import assert_no_shortcut
 from normedu.grading.messages import EPS_IGNORED, EPS_OUT, NO_BETA, NO_GAMMA, NO_SQRT, SWAPPED
@@ -298,16 +304,14 @@ def _dparam_hypotheses(dout, x, eps) -> list[Hypothesis]:
 
 def _check_backward(b: Callable, dout, x, gamma, eps, expected, label, rtol=1e-6, atol=1e-8):
     dx, dgamma, dbeta = _bwd(b, dout, x, gamma, eps)
-    check_against(
-        (dgamma, dbeta),
-        expected[1:],
-        f"(dgamma, dbeta) {label}",
+    check_affine_backward(
+        (dx, dgamma, dbeta),
+        expected,
+        label,
         _dparam_hypotheses(dout, x, eps),
+        _dx_hypotheses(dout, x, gamma, eps),
         rtol=rtol,
         atol=atol,
-    )
-    check_against(
-        dx, expected[0], f"dx {label}", _dx_hypotheses(dout, x, gamma, eps), rtol=rtol, atol=atol
     )
 
 

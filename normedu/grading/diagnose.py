@@ -88,6 +88,32 @@ def check_against(
     assert_close(actual, expected, what, rtol=rtol, atol=atol, hint=hint)
 
 
+def check_affine_backward(
+    grads: tuple[Any, Any, Any],
+    expected: tuple[Any, Any, Any],
+    label: str,
+    dparam_hypotheses: Iterable[Hypothesis],
+    dx_hypotheses: Iterable[Hypothesis],
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+) -> None:
+    """Check ``(dx, dgamma, dbeta)`` of a norm with gamma and beta (BatchNorm, LayerNorm).
+
+    The parameter gradients are checked first: their mistakes are simpler and, when dx is
+    wrong for the same reason, the student is pointed at the simpler fix.
+    """
+    dx, dgamma, dbeta = grads
+    check_against(
+        (dgamma, dbeta),
+        tuple(expected[1:]),
+        f"(dgamma, dbeta) {label}",
+        dparam_hypotheses,
+        rtol=rtol,
+        atol=atol,
+    )
+    check_against(dx, expected[0], f"dx {label}", dx_hypotheses, rtol=rtol, atol=atol)
+
+
 def normalize(
     x: np.ndarray,
     axes: int | tuple[int, ...],

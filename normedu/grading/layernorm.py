@@ -16,7 +16,13 @@ import numpy as np
 
 from normedu import functional as ref
 from normedu.grading.compare import GradingError, assert_array, call, unchanged
-from normedu.grading.diagnose import Hypothesis, check_against, normalize, normalize_backward
+from normedu.grading.diagnose import (
+    Hypothesis,
+    check_affine_backward,
+    check_against,
+    normalize,
+    normalize_backward,
+)
 from normedu.grading.gradcheck import numerical_gradient
 from normedu.grading.guard import assert_no_shortcut
 from normedu.grading.messages import EPS_IGNORED, EPS_OUT, NO_BETA, NO_GAMMA, NO_SQRT, SWAPPED
@@ -210,16 +216,14 @@ def _check_bwd(b, shape, seed, eps=1e-5, offset=0.0, numeric=False, rtol=1e-6, a
         expected = ref.layer_norm_backward(dout, x, gamma, eps)
     dx, dgamma, dbeta = _bwd(b, dout, x, gamma, eps)
     label = f"for x of shape {shape}, eps={eps}" + (" (vs finite differences)" if numeric else "")
-    check_against(
-        (dgamma, dbeta),
-        expected[1:],
-        f"(dgamma, dbeta) {label}",
+    check_affine_backward(
+        (dx, dgamma, dbeta),
+        expected,
+        label,
         _dparam_hypotheses(dout, x, eps),
+        _dx_hypotheses(dout, x, gamma, eps),
         rtol=rtol,
         atol=atol,
-    )
-    check_against(
-        dx, expected[0], f"dx {label}", _dx_hypotheses(dout, x, gamma, eps), rtol=rtol, atol=atol
     )
 
 
