@@ -578,6 +578,7 @@ def run_benchmark(
     """
     import torch
 
+    from . import fast
     from .device import pick_device
     from .provenance import provenance
 
@@ -620,6 +621,7 @@ def run_benchmark(
         b = torch.randn(d, generator=gen).to(device=dev, dtype=dtype)
         dy = torch.randn(n, d, generator=gen).to(device=dev, dtype=dtype)
         out = torch.empty_like(x)
+        fast_backend = fast.backend(x)
         variants = _copy_variants(x)
         for op in ops:
             for impl in impls:
@@ -673,6 +675,8 @@ def run_benchmark(
                 # best against best: interference from other work only ever slows a call down
                 "frac_best": (copy_min / min(s)) * (bytes_ / copy_bytes),
             }
+            if spec["impl"] in ("fast", "fast_out"):
+                row["backend"] = fast_backend
             (copies if spec["op"] == "copy" else rows).append(row)
         variants.clear()
     bar.close()

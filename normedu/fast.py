@@ -61,6 +61,7 @@ __all__ = [
     "FastLayerNorm",
     "FastRMSNorm",
     "kernel_source",
+    "backend",
     "raise_recompile_limit",
 ]
 
@@ -163,6 +164,45 @@ def _compiled(name: str):
     return torch.compile(_KERNELS[name], dynamic=False, fullgraph=True)
 
 
+# --------------------------------------------------------------------------- backends
+
+
+def backend(x: Tensor) -> str:
+    """Which forward kernel :func:`layer_norm`/:func:`rms_norm` use for a tensor like ``x``.
+
+    - ``"triton"``: CUDA, with Triton installed and D <= :data:`normedu.triton_kernels.MAX_D`:
+      the hand-written one-row-per-program kernel of :mod:`normedu.triton_kernels`.
+    - ``"inductor"``: everything else: the torch.compile'd kernels above.
+
+    The backward pass always uses the compiled kernels.
+    """
+    from . import triton_kernels
+
+    if (
+        x.device.type == "cuda"
+        and triton_kernels.available()
+        and x.shape[-1] <= triton_kernels.MAX_D
+    ):
+        return "triton"
+    return "inductor"
+
+
+def _forward(kind: str, x2d: Tensor, w: Tensor, b: Tensor | None, eps: float, out2d=None) -> Tensor:
+    """Forward of ``kind`` ("ln" or "rms") on a contiguous (rows, D) x, into out2d if given."""
+    if backend(x2d) == "triton":
+        from . import triton_kernels
+
+        y = torch.empty_like(x2d) if out2d is None else out2d
+        if kind == "ln":
+            return triton_kernels.layer_norm_forward(x2d, w, b, eps, y)
+        return triton_kernels.rms_norm_forward(x2d, w, eps, y)
+    args = (x2d, w, b) if kind == "ln" else (x2d, w)
+    if out2d is None:
+        return _compiled(f"{kind}_forward")(*args, eps)
+    _compiled(f"{kind}_forward_out")(*args, out2d, eps)
+    return out2d
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -216,7 +256,7 @@ class _LayerNormFn(torch.autograd.Function):
         ctx.save_for_backward(x2d, weight)
         ctx.eps = eps
         # detach: the kernel then sees the same tensors as in inference and is not recompiled
-        return _compiled("ln_forward")(x2d.detach(), weight.detach(), bias.detach(), eps)
+        return _forward("ln", x2d.detach(), weight.detach(), bias.detach(), eps)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -231,7 +271,7 @@ class _RMSNormFn(torch.autograd.Function):
     def forward(ctx, x2d: Tensor, weight: Tensor, eps: float) -> Tensor:
         ctx.save_for_backward(x2d, weight)
         ctx.eps = eps
-        return _compiled("rms_forward")(x2d.detach(), weight.detach(), eps)
+        return _forward("rms", x2d.detach(), weight.detach(), None, eps)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -268,12 +308,12 @@ def layer_norm(
         if _needs_grad(x, weight, bias):
             raise ValueError("out= is for inference: it cannot be used when a gradient is needed")
         _check_out(out, x)
-        _compiled("ln_forward_out")(x2d, w, b, out.view(-1, x.shape[-1]), float(eps))
+        _forward("ln", x2d, w, b, float(eps), out.view(-1, x.shape[-1]))
         return out
     if _needs_grad(x, weight, bias):
         y = _LayerNormFn.apply(x2d, w, b, float(eps))
     else:
-        y = _compiled("ln_forward")(x2d, w, b, float(eps))
+        y = _forward("ln", x2d, w, b, float(eps))
     return y.view(x.shape)
 
 
@@ -290,12 +330,12 @@ def rms_norm(
         if _needs_grad(x, weight):
             raise ValueError("out= is for inference: it cannot be used when a gradient is needed")
         _check_out(out, x)
-        _compiled("rms_forward_out")(x2d, w, out.view(-1, x.shape[-1]), float(eps))
+        _forward("rms", x2d, w, None, float(eps), out.view(-1, x.shape[-1]))
         return out
     if _needs_grad(x, weight):
         y = _RMSNormFn.apply(x2d, w, float(eps))
     else:
-        y = _compiled("rms_forward")(x2d, w, float(eps))
+        y = _forward("rms", x2d, w, None, float(eps))
     return y.view(x.shape)
 
 

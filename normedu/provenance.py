@@ -16,6 +16,10 @@ from typing import Any
 
 
 def _git_commit() -> str | None:
+    # A GPU machine may get a copy of the working tree without .git: the command that sends
+    # it there passes the commit in NORMEDU_GIT_COMMIT.
+    if os.environ.get("NORMEDU_GIT_COMMIT"):
+        return os.environ["NORMEDU_GIT_COMMIT"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],

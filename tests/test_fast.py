@@ -200,3 +200,54 @@ def test_cuda_forward_and_backward_match_torch(dtype):
         y.backward(dy)
         y_ref.backward(dy.float())
         torch.testing.assert_close(ours[0].grad.float(), ref[0].grad, **tol)
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("d", [1000, 4096, 16384])
+def test_cuda_forward_uses_the_triton_kernel_and_matches_torch(d):
+    gen = torch.Generator().manual_seed(1)
+    x = (3 + 2 * torch.randn(33, d, generator=gen)).to("cuda")
+    w, b = (torch.randn(d, generator=gen).to("cuda") for _ in range(2))
+    assert fast.backend(x) == "triton"
+    out = torch.empty_like(x)
+    fast.layer_norm(x, w, b, EPS, out=out)
+    torch.testing.assert_close(out, F.layer_norm(x, (d,), w, b, EPS), **TOL)
+    torch.testing.assert_close(fast.rms_norm(x, w, EPS), F.rms_norm(x, (d,), w, EPS), **TOL)
+
+
+TRITON_SCRIPT = """
+import torch, torch.nn.functional as F
+from normedu import triton_kernels as T
+assert T.available()
+for d in (5, 768, 1000):
+    for dt in (torch.float32, torch.bfloat16):
+        g = torch.Generator().manual_seed(d)
+        x = (3 + 2 * torch.randn(7, d, generator=g)).to(dt)
+        w, b = (torch.randn(d, generator=g).to(dt) for _ in range(2))
+        tol = {} if dt == torch.float32 else {"rtol": 2e-2, "atol": 5e-2}
+        out = T.layer_norm_forward(x, w, b, 1e-5, torch.empty_like(x))
+        ref = F.layer_norm(x.float(), (d,), w.float(), b.float(), 1e-5)
+        torch.testing.assert_close(out.float(), ref, **tol)
+        out = T.rms_norm_forward(x, w, 1e-5, torch.empty_like(x))
+        torch.testing.assert_close(out.float(), F.rms_norm(x.float(), (d,), w.float(), 1e-5), **tol)
+print("ok")
+"""
+
+
+def test_triton_kernels_match_torch_in_the_interpreter():
+    """The CUDA kernels' math, checked on a CPU through Triton's interpreter (needs triton)."""
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    r = subprocess.run(
+        [sys.executable, "-c", TRITON_SCRIPT], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_without_cuda_the_compiled_kernels_run(data):
+    assert fast.backend(data[0]) == "inductor"
