@@ -170,14 +170,18 @@ def _compiled(name: str):
 def backend(x: Tensor) -> str:
     """Which forward kernel :func:`layer_norm`/:func:`rms_norm` use for a tensor like ``x``.
 
+    - ``"c"``: float32 on a CPU, when :mod:`normedu.cpu_kernels` could be built here: the
+      hand-written C kernel (many partial sums, streaming stores for large outputs).
     - ``"triton"``: CUDA, with Triton installed and D <= :data:`normedu.triton_kernels.MAX_D`:
       the hand-written one-row-per-program kernel of :mod:`normedu.triton_kernels`.
     - ``"inductor"``: everything else: the torch.compile'd kernels above.
 
     The backward pass always uses the compiled kernels.
     """
-    from . import triton_kernels
+    from . import cpu_kernels, triton_kernels
 
+    if x.device.type == "cpu" and x.dtype == torch.float32 and cpu_kernels.available():
+        return "c"
     if (
         x.device.type == "cuda"
         and triton_kernels.available()
@@ -189,7 +193,18 @@ def backend(x: Tensor) -> str:
 
 def _forward(kind: str, x2d: Tensor, w: Tensor, b: Tensor | None, eps: float, out2d=None) -> Tensor:
     """Forward of ``kind`` ("ln" or "rms") on a contiguous (rows, D) x, into out2d if given."""
-    if backend(x2d) == "triton":
+    chosen = backend(x2d)
+    if chosen == "c":
+        from . import cpu_kernels
+
+        # A fresh output: ordinary stores (its pages fault in zeroed, and cached); a caller's
+        # buffer: streaming stores when it is large (see normedu.cpu_kernels).
+        y = torch.empty_like(x2d) if out2d is None else out2d
+        stream = False if out2d is None else None
+        if kind == "ln":
+            return cpu_kernels.layer_norm_forward(x2d, w, b, eps, y, stream)
+        return cpu_kernels.rms_norm_forward(x2d, w, eps, y, stream)
+    if chosen == "triton":
         from . import triton_kernels
 
         y = torch.empty_like(x2d) if out2d is None else out2d

@@ -249,5 +249,8 @@ def test_triton_kernels_match_torch_in_the_interpreter():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
-def test_without_cuda_the_compiled_kernels_run(data):
-    assert fast.backend(data[0]) == "inductor"
+def test_backend_choice_on_a_cpu(data):
+    x = data[0]
+    assert fast.backend(x) == "c"  # float32: the C kernel (tests/test_cpu_kernels.py)
+    assert fast.backend(x.double()) == "inductor"
+    assert fast.backend(x.bfloat16()) == "inductor"

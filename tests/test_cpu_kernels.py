@@ -1,0 +1,128 @@
+"""The C forward kernels (normedu/csrc/norm_fwd.c) against torch in float64."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normedu import cpu_kernels as C
+from normedu import fast
+
+EPS = 1e-5
+
+
+def _inputs(n, d, offset=3.0, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = offset + 2.0 * torch.randn(n, d, generator=gen)
+    return x, torch.randn(d, generator=gen), torch.randn(d, generator=gen)
+
+
+def _refs(x, w, b):
+    d = x.shape[-1]
+    x64, w64, b64 = x.double(), w.double(), b.double()
+    return F.layer_norm(x64, (d,), w64, b64, EPS), F.rms_norm(x64, (d,), w64, EPS)
+
+
+def test_the_kernels_build_here():
+    # make test's environment has a C compiler (torch.compile needs one on a CPU too)
+    assert C.available(), C.status()
+    assert "built with" in C.status()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("n,d", [(7, 5), (3, 63), (5, 64), (4, 1000), (3, 4096), (2, 16387)])
+def test_forward_matches_torch_float64(n, d, stream, monkeypatch):
+    # stream=True forces the non-temporal-store path; odd d leaves rows misaligned and tails
+    monkeypatch.setattr(C, "STREAM_MIN_BYTES", 0 if stream else 1 << 62)
+    x, w, b = _inputs(n, d)
+    ln, rms = _refs(x, w, b)
+    y = C.layer_norm_forward(x, w, b, EPS, torch.empty_like(x))
+    torch.testing.assert_close(y.double(), ln, rtol=1e-5, atol=1e-5)
+    y = C.rms_norm_forward(x, w, EPS, torch.empty_like(x))
+    torch.testing.assert_close(y.double(), rms, rtol=1e-5, atol=1e-5)
+    y = C.layer_norm_forward(x, w, None, EPS, torch.empty_like(x))
+    torch.testing.assert_close(y.double(), ln - b.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_misaligned_output_with_streaming(monkeypatch):
+    monkeypatch.setattr(C, "STREAM_MIN_BYTES", 0)
+    x, w, b = _inputs(8, 256)
+    buf = torch.empty(8 * 256 + 1)
+    out = buf[1:].view(8, 256)  # contiguous, but 4 bytes past a 64-byte boundary
+    C.layer_norm_forward(x, w, b, EPS, out)
+    torch.testing.assert_close(out.double(), _refs(x, w, b)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_large_offset_keeps_float32_accuracy():
+    # The variance is two-pass (centred): a one-pass E[x^2] - E[x]^2 in float32 would lose
+    # every digit at an offset of 1e4 with unit spread.
+    x, w, b = _inputs(16, 4096, offset=1e4)
+    ln = _refs(x, w, b)[0]
+    y = C.layer_norm_forward(x, w, b, EPS, torch.empty_like(x))
+    assert (y.double() - ln).abs().max() < 5e-3
+
+
+def test_thread_count_does_not_change_the_result():
+    x, w, b = _inputs(64, 2048)
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = C.layer_norm_forward(x, w, b, EPS, torch.empty_like(x))
+        torch.set_num_threads(2)
+        two = C.layer_norm_forward(x, w, b, EPS, torch.empty_like(x))
+    finally:
+        torch.set_num_threads(old)
+    assert torch.equal(one, two)
+
+
+def test_fast_uses_the_c_kernel_for_float32(monkeypatch):
+    x, w, b = _inputs(32, 512)
+    calls = []
+    real = C.layer_norm_forward
+    monkeypatch.setattr(C, "layer_norm_forward", lambda *a: calls.append(1) or real(*a))
+    y = fast.layer_norm(x, w, b, EPS)
+    assert calls and fast.backend(x) == "c"
+    torch.testing.assert_close(y.double(), _refs(x, w, b)[0], rtol=1e-5, atol=1e-5)
+    # with a gradient: forward through C, backward through the compiled kernel
+    xg = x.clone().requires_grad_(True)
+    fast.layer_norm(xg, w, b, EPS).sum().backward()
+    xr = x.double().requires_grad_(True)
+    F.layer_norm(xr, (512,), w.double(), b.double(), EPS).sum().backward()
+    torch.testing.assert_close(xg.grad.double(), xr.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_bad_inputs_raise_clear_errors():
+    x, w, b = _inputs(4, 8)
+    with pytest.raises(TypeError, match="float32"):
+        C.layer_norm_forward(x.double(), w, b, EPS, torch.empty(4, 8, dtype=torch.float64))
+    with pytest.raises(ValueError, match="contiguous"):
+        C.layer_norm_forward(x.t(), w, b, EPS, torch.empty(8, 4))
+    with pytest.raises(ValueError, match=r"weight has shape \(7,\)"):
+        C.layer_norm_forward(x, w[:7], b, EPS, torch.empty_like(x))
+    with pytest.raises(ValueError, match="out has shape"):
+        C.layer_norm_forward(x, w, b, EPS, torch.empty(8, 4))
+
+
+FALLBACK = """
+from normedu import cpu_kernels as C, fast
+import torch
+assert not C.available()
+print(C.status())
+x = torch.randn(4, 8)
+assert fast.backend(x) == "inductor"
+torch.testing.assert_close(fast.layer_norm(x), torch.nn.functional.layer_norm(x, (8,)))
+"""
+
+
+def test_without_a_compiler_fast_falls_back_to_inductor(tmp_path):
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc"), "NORMEDU_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run(
+        [sys.executable, "-c", FALLBACK], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "build failed" in r.stdout and "no-such-cc" in r.stdout
