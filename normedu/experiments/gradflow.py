@@ -211,7 +211,8 @@ SIZES: dict[str, HighwaySize] = {
     "cpu": HighwaySize(
         depth=24, d_model=64, n_heads=4, batch=16, n_items=6, vocab=16, seeds=2, threads=1
     ),
-    "cuda": HighwaySize(depth=96, d_model=512, n_heads=8, batch=64, n_items=16, vocab=64, seeds=4),
+    # Sized for a short GPU lease: building each model (seeded CPU init) dominates the time.
+    "cuda": HighwaySize(depth=48, d_model=512, n_heads=8, batch=64, n_items=16, vocab=64, seeds=2),
 }
 
 #: The four cells: (key, norm, residual).
