@@ -257,6 +257,11 @@ class BenchResult:
     def device(self) -> str:
         return str(self.provenance.get("device", "unknown device"))
 
+    @property
+    def device_type(self) -> str:
+        """``"cpu"`` or ``"cuda"``: the kind of device the run measured."""
+        return str(self.meta.get("device_type", "cpu"))
+
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self._rows, "copies": self.copies, "meta": self.meta}
 
@@ -299,8 +304,10 @@ class BenchResult:
 
     def table_markdown(self, pass_: str = "fwd", dtype: str = "float32") -> str:
         """Markdown table: per shape and implementation, LN and RMS time, GB/s, fraction of copy."""
+        # GPU kernels take tens of microseconds: milliseconds with 2 decimals would hide them.
+        scale, unit, fmt = (1e6, "µs", ".1f") if self.device_type == "cuda" else (1e3, "ms", ".2f")
         lines = [
-            "| N × D | implementation | LayerNorm ms | RMSNorm ms | LN GB/s | RMS GB/s "
+            f"| N × D | implementation | LayerNorm {unit} | RMSNorm {unit} | LN GB/s | RMS GB/s "
             "| LN / copy: median (best) | RMS / copy: median (best) | RMS / LN |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
@@ -314,8 +321,8 @@ class BenchResult:
                 except KeyError:
                     continue
                 lines.append(
-                    f"| {n} × {d} | {impl} | {ln['median_s'] * 1e3:.2f}"
-                    f" | {rms['median_s'] * 1e3:.2f}"
+                    f"| {n} × {d} | {impl} | {ln['median_s'] * scale:{fmt}}"
+                    f" | {rms['median_s'] * scale:{fmt}}"
                     f" | {ln['gbps']:.1f} | {rms['gbps']:.1f} | {_frac(ln)} | {_frac(rms)}"
                     f" | {rms['median_s'] / ln['median_s']:.2f} |"
                 )
@@ -326,7 +333,7 @@ class BenchResult:
                     continue
                 lines.append(
                     f"| {n} × {d} | {kind} ({'preallocated' if kind == 'copy' else 'fresh'} "
-                    f"output) | {c['median_s'] * 1e3:.2f} | | {c['gbps']:.1f} | | "
+                    f"output) | {c['median_s'] * scale:{fmt}} | | {c['gbps']:.1f} | | "
                     f"{c['frac_of_copy']:.2f} | | |"
                 )
         return "\n".join(lines)

@@ -176,7 +176,7 @@ def backend(x: Tensor) -> str:
       the hand-written one-row-per-program kernel of :mod:`normedu.triton_kernels`.
     - ``"inductor"``: everything else: the torch.compile'd kernels above.
 
-    The backward pass always uses the compiled kernels.
+    The backward pass uses the C kernel for ``"c"`` and the compiled kernels otherwise.
     """
     from . import cpu_kernels, triton_kernels
 
@@ -191,8 +191,13 @@ def backend(x: Tensor) -> str:
     return "inductor"
 
 
-def _forward(kind: str, x2d: Tensor, w: Tensor, b: Tensor | None, eps: float, out2d=None) -> Tensor:
-    """Forward of ``kind`` ("ln" or "rms") on a contiguous (rows, D) x, into out2d if given."""
+def _forward(
+    kind: str, x2d: Tensor, w: Tensor, b: Tensor | None, eps: float, out2d=None, stats=None
+) -> Tensor:
+    """Forward of ``kind`` ("ln" or "rms") on a contiguous (rows, D) x, into out2d if given.
+
+    ``stats``: (mean, rstd) buffers for the C kernel to fill (backend "c" only).
+    """
     chosen = backend(x2d)
     if chosen == "c":
         from . import cpu_kernels
@@ -202,8 +207,8 @@ def _forward(kind: str, x2d: Tensor, w: Tensor, b: Tensor | None, eps: float, ou
         y = torch.empty_like(x2d) if out2d is None else out2d
         stream = False if out2d is None else None
         if kind == "ln":
-            return cpu_kernels.layer_norm_forward(x2d, w, b, eps, y, stream)
-        return cpu_kernels.rms_norm_forward(x2d, w, eps, y, stream)
+            return cpu_kernels.layer_norm_forward(x2d, w, b, eps, y, stream, stats)
+        return cpu_kernels.rms_norm_forward(x2d, w, eps, y, stream, stats)
     if chosen == "triton":
         from . import triton_kernels
 
@@ -216,6 +221,18 @@ def _forward(kind: str, x2d: Tensor, w: Tensor, b: Tensor | None, eps: float, ou
         return _compiled(f"{kind}_forward")(*args, eps)
     _compiled(f"{kind}_forward_out")(*args, out2d, eps)
     return out2d
+
+
+def _backward(kind: str, dy: Tensor, x2d: Tensor, w: Tensor, eps: float, stats=None):
+    """Backward of ``kind``: the C kernel for float32 on a CPU (reusing the forward's
+    ``stats`` when given), else the compiled kernel (which recomputes them)."""
+    if backend(x2d) == "c" and dy.dtype == w.dtype == torch.float32:
+        from . import cpu_kernels
+
+        if kind == "ln":
+            return cpu_kernels.layer_norm_backward(dy, x2d, w, eps, stats)
+        return cpu_kernels.rms_norm_backward(dy, x2d, w, eps, stats)
+    return _compiled(f"{kind}_backward")(dy, x2d, w, eps)
 
 
 # --------------------------------------------------------------------------- validation
@@ -265,34 +282,50 @@ def _check_out(out: Tensor, x: Tensor) -> None:
 # --------------------------------------------------------------------------- autograd
 
 
+def _stats_buffers(x2d: Tensor) -> tuple[Tensor, ...]:
+    """(mean, rstd) buffers of N floats for the C kernel to save, or () for other backends.
+
+    Saving them is free in C (N numbers beside N * D); the compiled kernels recompute them
+    instead, because extra outputs split Inductor's CPU loop (see the module docstring).
+    """
+    if backend(x2d) != "c":
+        return ()
+    n = x2d.shape[0]
+    return torch.empty(n), torch.empty(n)
+
+
 class _LayerNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x2d: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-        ctx.save_for_backward(x2d, weight)
+        stats = _stats_buffers(x2d)
+        ctx.save_for_backward(x2d, weight, *stats)
         ctx.eps = eps
         # detach: the kernel then sees the same tensors as in inference and is not recompiled
-        return _forward("ln", x2d.detach(), weight.detach(), bias.detach(), eps)
+        return _forward(
+            "ln", x2d.detach(), weight.detach(), bias.detach(), eps, None, stats or None
+        )
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy: Tensor):
-        x2d, weight = ctx.saved_tensors
-        dx, dw, db = _compiled("ln_backward")(dy.contiguous(), x2d, weight, ctx.eps)
+        x2d, weight, *stats = ctx.saved_tensors
+        dx, dw, db = _backward("ln", dy.contiguous(), x2d, weight, ctx.eps, stats or None)
         return dx, dw, db, None
 
 
 class _RMSNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x2d: Tensor, weight: Tensor, eps: float) -> Tensor:
-        ctx.save_for_backward(x2d, weight)
+        stats = _stats_buffers(x2d)
+        ctx.save_for_backward(x2d, weight, *stats)
         ctx.eps = eps
-        return _forward("rms", x2d.detach(), weight.detach(), None, eps)
+        return _forward("rms", x2d.detach(), weight.detach(), None, eps, None, stats or None)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, dy: Tensor):
-        x2d, weight = ctx.saved_tensors
-        dx, dw = _compiled("rms_backward")(dy.contiguous(), x2d, weight, ctx.eps)
+        x2d, weight, *stats = ctx.saved_tensors
+        dx, dw = _backward("rms", dy.contiguous(), x2d, weight, ctx.eps, stats or None)
         return dx, dw, None
 
 

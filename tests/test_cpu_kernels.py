@@ -126,3 +126,72 @@ def test_without_a_compiler_fast_falls_back_to_inductor(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "build failed" in r.stdout and "no-such-cc" in r.stdout
+
+
+@pytest.mark.parametrize("n,d", [(7, 5), (33, 1000), (4, 4096), (3, 16387)])
+def test_backward_matches_autograd_float64(n, d):
+    x, w, b = _inputs(n, d, seed=3)
+    dy = torch.randn(n, d, generator=torch.Generator().manual_seed(4))
+    xr, wr, br = (t.double().requires_grad_(True) for t in (x, w, b))
+    F.layer_norm(xr, (d,), wr, br, EPS).backward(dy.double())
+    dx, dw, db = C.layer_norm_backward(dy, x, w, EPS)
+    torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(db.double(), br.grad, rtol=1e-5, atol=1e-4)
+    xr, wr = (t.double().requires_grad_(True) for t in (x, w))
+    F.rms_norm(xr, (d,), wr, EPS).backward(dy.double())
+    dx, dw = C.rms_norm_backward(dy, x, w, EPS)
+    torch.testing.assert_close(dx.double(), xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(dw.double(), wr.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_backward_column_sums_do_not_depend_on_threads():
+    # Per-thread float64 partial sums: 1 and 2 threads agree to float32 rounding.
+    x, w, _ = _inputs(4096, 64)
+    dy = torch.randn(4096, 64, generator=torch.Generator().manual_seed(5))
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = C.layer_norm_backward(dy, x, w, EPS)
+        torch.set_num_threads(2)
+        two = C.layer_norm_backward(dy, x, w, EPS)
+    finally:
+        torch.set_num_threads(old)
+    assert torch.equal(one[0], two[0])  # dx is per row: bit-identical
+    torch.testing.assert_close(one[1], two[1], rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(one[2], two[2], rtol=1e-6, atol=1e-5)
+
+
+def test_fast_backward_runs_the_c_kernel(monkeypatch):
+    x, w, b = _inputs(16, 256)
+    calls = []
+    real = C.rms_norm_backward
+    monkeypatch.setattr(C, "rms_norm_backward", lambda *a: calls.append(1) or real(*a))
+    xg, wg = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    fast.rms_norm(xg, wg, EPS).sum().backward()
+    assert calls == [1]
+    xr, wr = x.double().requires_grad_(True), w.double().requires_grad_(True)
+    F.rms_norm(xr, (256,), wr, EPS).sum().backward()
+    torch.testing.assert_close(xg.grad.double(), xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(wg.grad.double(), wr.grad, rtol=1e-5, atol=1e-4)
+
+
+def test_forward_saves_the_statistics_the_backward_reuses():
+    x, w, b = _inputs(64, 300, seed=6)
+    dy = torch.randn(64, 300, generator=torch.Generator().manual_seed(7))
+    stats = (torch.empty(64), torch.empty(64))
+    C.layer_norm_forward(x, w, b, EPS, torch.empty_like(x), stats=stats)
+    x64 = x.double()
+    torch.testing.assert_close(stats[0].double(), x64.mean(1), rtol=1e-6, atol=1e-5)
+    rstd = 1 / (x64.var(1, unbiased=False) + EPS).sqrt()
+    torch.testing.assert_close(stats[1].double(), rstd, rtol=1e-5, atol=1e-7)
+    with_stats = C.layer_norm_backward(dy, x, w, EPS, stats)
+    recomputed = C.layer_norm_backward(dy, x, w, EPS)
+    for a, r in zip(with_stats, recomputed, strict=True):
+        torch.testing.assert_close(a, r, rtol=1e-5, atol=1e-6)
+    rms_stats = (torch.full((64,), 7.0), torch.empty(64))
+    C.rms_norm_forward(x, w, EPS, torch.empty_like(x), stats=rms_stats)
+    assert torch.equal(rms_stats[0], torch.zeros(64))  # RMSNorm has no mean
+    torch.testing.assert_close(rms_stats[1].double(), 1 / (x64.pow(2).mean(1) + EPS).sqrt())
+    with pytest.raises(ValueError, match=r"mean must be a float32 CPU tensor of shape \(64,\)"):
+        C.layer_norm_forward(x, w, b, EPS, torch.empty_like(x), stats=(torch.empty(3), stats[1]))

@@ -1,7 +1,9 @@
-/* normedu's CPU forward kernels: LayerNorm and RMSNorm over the last axis of a float32
- * (n, d) matrix. Built at first use by normedu/cpu_kernels.py:
+/* normedu's CPU kernels: LayerNorm and RMSNorm over the last axis of a float32 (n, d)
+ * matrix, forward (normedu_norm_fwd) and backward (normedu_norm_bwd). Built at first use by
+ * normedu/cpu_kernels.py:
  *     cc -O3 -march=native -fopenmp -shared -fPIC norm_fwd.c
  *
+ * Forward,
  * Per row (rows are split over OpenMP threads):
  *   1. sum the row            -> mean   (row read from memory; it now sits in L1/L2)
  *   2. sum (x - mean)^2       -> rstd   (row read again, from cache: the two-pass variance
@@ -11,6 +13,10 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #if defined(__AVX512F__) || defined(__AVX__)
 #include <immintrin.h>
 #endif
@@ -20,7 +26,7 @@
  * once, so a pass over a cached row runs at load speed. */
 #define LANES 64
 
-static float row_sum(const float *x, long d)
+static float row_sum(const float *restrict x, long d)
 {
     float acc[LANES] = {0};
     long j = 0;
@@ -35,7 +41,7 @@ static float row_sum(const float *x, long d)
     return s;
 }
 
-static float row_sum_sq(const float *x, long d, float shift)
+static float row_sum_sq(const float *restrict x, long d, float shift)
 {
     float acc[LANES] = {0};
     long j = 0;
@@ -57,8 +63,9 @@ static float row_sum_sq(const float *x, long d, float shift)
 /* y = (x - mean) * rstd * w (+ b). With `stream`, full vectors go out as non-temporal stores:
  * they skip the read-for-ownership that an ordinary store of a cache line not in cache costs
  * (a hidden extra read of y) and do not evict x's next rows from the cache. */
-static void row_write(const float *x, const float *w, const float *b, float *y, long d,
-                      float mean, float rstd, int stream)
+static void row_write(const float *restrict x, const float *restrict w,
+                      const float *restrict b, float *restrict y, long d, float mean, float rstd,
+                      int stream)
 {
     long j = 0;
 #if defined(__AVX512F__)
@@ -90,10 +97,13 @@ static void row_write(const float *x, const float *w, const float *b, float *y, 
     }
 }
 
-/* center = 1: LayerNorm (b may be NULL); center = 0: RMSNorm (b ignored).
+/* center = 1: LayerNorm (b may be NULL); center = 0: RMSNorm (b ignored). mean_out and
+ * rstd_out (n values each) may be NULL; if given, they receive the row statistics that the
+ * backward can reuse instead of recomputing them.
  * Returns 1 if streaming stores were compiled in, else 0 (for the Python side to report). */
 int normedu_norm_fwd(const float *x, const float *w, const float *b, float *y, long n, long d,
-                     float eps, int center, int stream, int threads)
+                     float eps, int center, int stream, int threads, float *mean_out,
+                     float *rstd_out)
 {
 #pragma omp parallel num_threads(threads)
     {
@@ -101,9 +111,12 @@ int normedu_norm_fwd(const float *x, const float *w, const float *b, float *y, l
         for (long i = 0; i < n; i++) {
             const float *xr = x + i * d;
             float mean = center ? row_sum(xr, d) / (float)d : 0.0f;
-            float var = row_sum_sq(xr, d, mean) / (float)d;
-            row_write(xr, w, center ? b : 0, y + i * d, d, mean, 1.0f / sqrtf(var + eps),
-                      stream);
+            float rstd = 1.0f / sqrtf(row_sum_sq(xr, d, mean) / (float)d + eps);
+            row_write(xr, w, center ? b : 0, y + i * d, d, mean, rstd, stream);
+            if (mean_out)
+                mean_out[i] = mean;
+            if (rstd_out)
+                rstd_out[i] = rstd;
         }
 #if defined(__AVX512F__) || defined(__AVX__)
         /* Streaming stores are weakly ordered: each thread fences its own before the team
@@ -117,4 +130,94 @@ int normedu_norm_fwd(const float *x, const float *w, const float *b, float *y, l
 #else
     return 0;
 #endif
+}
+
+/* sum(g) and sum(g * (x - mean)) over a row, g = dy * w, with LANES partial sums. */
+static void row_grad_sums(const float *restrict x, const float *restrict dy,
+                          const float *restrict w, long d, float mean, float *sg, float *sgx)
+{
+    float a[LANES] = {0}, b[LANES] = {0};
+    long j = 0;
+    for (; j + LANES <= d; j += LANES)
+        for (int k = 0; k < LANES; k++) {
+            float g = dy[j + k] * w[j + k];
+            a[k] += g;
+            b[k] += g * (x[j + k] - mean);
+        }
+    float s0 = 0.0f, s1 = 0.0f;
+    for (; j < d; j++) {
+        float g = dy[j] * w[j];
+        s0 += g;
+        s1 += g * (x[j] - mean);
+    }
+    for (int k = 0; k < LANES; k++) {
+        s0 += a[k];
+        s1 += b[k];
+    }
+    *sg = s0;
+    *sgx = s1;
+}
+
+/* Backward. Per row, with g = dy * w, x_hat = (x - mean) * rstd and bars for row means:
+ *   LayerNorm: dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))
+ *   RMSNorm:   dx = rstd * (g - x_hat * mean(g * x_hat))            (mean = 0)
+ * and over rows dw = sum(dy * x_hat), db = sum(dy). The row statistics come from the forward
+ * (mean_in, rstd_in; mean_in unused for RMSNorm) or, if rstd_in is NULL, are recomputed from x.
+ * Memory sees one read of x, one of dy and one write of dx. The
+ * column sums go into per-thread double-precision rows of d values, which stay in cache and
+ * are added up at the end: a column sum over thousands of rows keeps float32 accuracy.
+ * Returns 0, or -1 if the per-thread buffers could not be allocated. */
+int normedu_norm_bwd(const float *restrict dy, const float *restrict x,
+                     const float *restrict w, float *restrict dx, float *restrict dw,
+                     float *restrict db, long n, long d, float eps, int center, int threads,
+                     const float *mean_in, const float *rstd_in)
+{
+    double *part = calloc((size_t)threads * 2 * d, sizeof(double));
+    if (!part)
+        return -1;
+    int used = 1;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#pragma omp single
+        used = omp_get_num_threads();
+#endif
+        double *restrict pw = part + (size_t)t * 2 * d, *restrict pb = pw + d;
+#pragma omp for schedule(static)
+        for (long i = 0; i < n; i++) {
+            const float *restrict xr = x + i * d, *restrict gr = dy + i * d;
+            float mean, rstd;
+            if (rstd_in) { /* saved by the forward: two passes over the row fewer */
+                mean = center ? mean_in[i] : 0.0f;
+                rstd = rstd_in[i];
+            } else {
+                mean = center ? row_sum(xr, d) / (float)d : 0.0f;
+                rstd = 1.0f / sqrtf(row_sum_sq(xr, d, mean) / (float)d + eps);
+            }
+            float sg, sgx;
+            row_grad_sums(xr, gr, w, d, mean, &sg, &sgx);
+            float mg = center ? sg / (float)d : 0.0f, mgx = sgx * rstd / (float)d;
+            float *restrict o = dx + i * d;
+            for (long j = 0; j < d; j++) {
+                float xh = (xr[j] - mean) * rstd;
+                o[j] = rstd * (gr[j] * w[j] - mg - xh * mgx);
+                pw[j] += (double)gr[j] * xh;
+                pb[j] += gr[j];
+            }
+        }
+    }
+    for (long j = 0; j < d; j++) {
+        double sw = 0.0, sb = 0.0;
+        for (int t = 0; t < used; t++) {
+            sw += part[(size_t)t * 2 * d + j];
+            sb += part[(size_t)t * 2 * d + d + j];
+        }
+        dw[j] = (float)sw;
+        if (db)
+            db[j] = (float)sb;
+    }
+    free(part);
+    return 0;
 }

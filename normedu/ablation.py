@@ -1,0 +1,66 @@
+"""One change at a time: what each design choice of the CPU kernel is worth, measured.
+
+:func:`cpu_kernel_ablation` times, on one float32 (N, D) tensor and a preallocated output,
+
+- ``copy``: ``out.copy_(x)``, the roofline;
+- ``inductor``: ``torch.compile`` of the plain tensor code (:func:`normedu.fast._ln_forward`),
+  which sums each row into one vector accumulator;
+- ``c, ordinary stores``: the C kernel (:mod:`normedu.cpu_kernels`, 64 partial sums);
+- ``c, streaming stores``: the same with non-temporal stores.
+
+Variants run round-robin, each call preceded by an untimed one (see
+:data:`normedu.bench.PRIME_BELOW_S`), and the fastest of ``reps`` calls is kept: on a shared
+machine interference only ever slows a call down.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+__all__ = ["cpu_kernel_ablation"]
+
+
+def cpu_kernel_ablation(n: int = 2048, d: int = 4096, reps: int = 9, seed: int = 0) -> dict:
+    """Best-of-``reps`` seconds per variant for a LayerNorm forward of float32 (n, d) on a CPU.
+
+    Returns ``{"n", "d", "reps", "seconds": {variant: s}, "frac_of_copy": {variant: f}}``
+    where ``f = copy time / variant time`` (both move 2 * n * d * 4 bytes). Raises
+    RuntimeError when the C kernels cannot be built here.
+    """
+    import torch
+
+    from . import cpu_kernels, fast
+
+    if not cpu_kernels.available():
+        raise RuntimeError(f"the C kernels are not available: {cpu_kernels.status()}")
+    if n <= 0 or d <= 0 or reps < 1:
+        raise ValueError(f"need n, d, reps >= 1, got n={n}, d={d}, reps={reps}")
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=gen)
+    w, b = torch.randn(d, generator=gen), torch.randn(d, generator=gen)
+    out = torch.empty_like(x)
+    eps = 1e-5
+    inductor = fast._compiled("ln_forward_out")
+    variants: dict[str, Any] = {
+        "copy": lambda: out.copy_(x),
+        "inductor": lambda: inductor(x, w, b, out, eps),
+        "c, ordinary stores": lambda: cpu_kernels.layer_norm_forward(x, w, b, eps, out, False),
+        "c, streaming stores": lambda: cpu_kernels.layer_norm_forward(x, w, b, eps, out, True),
+    }
+    best = {k: float("inf") for k in variants}
+    for fn in variants.values():  # compile and fault everything in before timing
+        fn()
+    for _ in range(reps):
+        for name, fn in variants.items():
+            fn()
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return {
+        "n": n,
+        "d": d,
+        "reps": reps,
+        "seconds": best,
+        "frac_of_copy": {k: best["copy"] / v for k, v in best.items()},
+    }
