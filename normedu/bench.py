@@ -114,7 +114,7 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "quick": Preset(warmup=0, reps=5, shapes=((2048, 4096),)),
+    "quick": Preset(warmup=0, reps=9, shapes=((2048, 4096),)),
     "full": Preset(
         warmup=3,
         reps=25,

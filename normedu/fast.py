@@ -7,12 +7,18 @@ backward reads ``x`` and ``dy`` and writes ``dx`` (``3 * N * D * bytes``, plus t
 the memory bandwidth. The textbook torch code (:mod:`normedu.nn`) instead launches one kernel
 per line, each reading and writing a full ``(N, D)`` temporary.
 
-Design (one kernel, written once, compiled for the device at hand):
+Backends (:func:`backend` says which one a tensor gets):
 
-* The math is written as plain tensor code in :func:`_ln_forward`/:func:`_rms_forward` and
-  their hand-derived backwards, and compiled with ``torch.compile`` (TorchInductor). On a CPU
-  Inductor emits vectorized C++ with OpenMP over rows; on CUDA it emits Triton kernels. The
-  same source serves both, so the CUDA path is what a GPU machine runs.
+* ``"c"``, float32 on a CPU: :mod:`normedu.cpu_kernels`, hand-written C forward and backward
+  (many partial sums per reduction, streaming stores into large preallocated outputs, row
+  statistics saved by the forward for the backward).
+* ``"triton"``, CUDA: :mod:`normedu.triton_kernels`, a hand-written forward that keeps each
+  row in registers; the backward is the compiled one below.
+* ``"inductor"``, everything else: the plain tensor code in :func:`_ln_forward`/
+  :func:`_rms_forward` and their hand-derived backwards, compiled with ``torch.compile``.
+
+The compiled kernels were the first design and remain the portable one:
+
 * The kernels return **only** ``y`` (``dx``): no saved mean/rstd. Returning the row statistics
   as separate outputs makes Inductor's CPU backend split the kernel into one loop per pass
   (x is then read from memory three times). Without them it fuses the passes under a single

@@ -164,17 +164,48 @@ static void row_grad_sums(const float *restrict x, const float *restrict dy,
  * and over rows dw = sum(dy * x_hat), db = sum(dy). The row statistics come from the forward
  * (mean_in, rstd_in; mean_in unused for RMSNorm) or, if rstd_in is NULL, are recomputed from x.
  * Memory sees one read of x, one of dy and one write of dx. The
- * column sums go into per-thread double-precision rows of d values, which stay in cache and
- * are added up at the end: a column sum over thousands of rows keeps float32 accuracy.
+ * column sums go into per-thread rows of d values that stay in cache (float32 for blocks of
+ * BLOCK_ROWS rows, then float64), added up at the end: a column sum over thousands of rows
+ * keeps float32 accuracy.
  * Returns 0, or -1 if the per-thread buffers could not be allocated. */
+/* Rows added in float32 before they go into the float64 column sums: a float64 add of every
+ * element costs as much as the rest of the backward, and 32 float32 terms lose nothing that
+ * matters. */
+#define BLOCK_ROWS 32
+
+static void flush(double *restrict acc, float *restrict blk, long d)
+{
+    for (long j = 0; j < d; j++) {
+        acc[j] += blk[j];
+        blk[j] = 0.0f;
+    }
+}
+
+/* dx of one row, and its dy * x_hat and dy added into the block sums bw, bb. */
+static void row_dx(const float *restrict x, const float *restrict dy, const float *restrict w,
+                   float *restrict dx, float *restrict bw, float *restrict bb, long d,
+                   float mean, float rstd, float mg, float mgx)
+{
+    for (long j = 0; j < d; j++) {
+        float xh = (x[j] - mean) * rstd;
+        dx[j] = rstd * (dy[j] * w[j] - mg - xh * mgx);
+        bw[j] += dy[j] * xh;
+        bb[j] += dy[j];
+    }
+}
+
 int normedu_norm_bwd(const float *restrict dy, const float *restrict x,
                      const float *restrict w, float *restrict dx, float *restrict dw,
                      float *restrict db, long n, long d, float eps, int center, int threads,
                      const float *mean_in, const float *rstd_in)
 {
-    double *part = calloc((size_t)threads * 2 * d, sizeof(double));
-    if (!part)
+    double *acc = calloc((size_t)threads * 2 * d, sizeof(double));
+    float *blk = calloc((size_t)threads * 2 * d, sizeof(float));
+    if (!acc || !blk) {
+        free(acc);
+        free(blk);
         return -1;
+    }
     int used = 1;
 #pragma omp parallel num_threads(threads)
     {
@@ -184,7 +215,9 @@ int normedu_norm_bwd(const float *restrict dy, const float *restrict x,
 #pragma omp single
         used = omp_get_num_threads();
 #endif
-        double *restrict pw = part + (size_t)t * 2 * d, *restrict pb = pw + d;
+        double *restrict aw = acc + (size_t)t * 2 * d, *restrict ab = aw + d;
+        float *restrict bw = blk + (size_t)t * 2 * d, *restrict bb = bw + d;
+        int rows = 0;
 #pragma omp for schedule(static)
         for (long i = 0; i < n; i++) {
             const float *restrict xr = x + i * d, *restrict gr = dy + i * d;
@@ -199,25 +232,27 @@ int normedu_norm_bwd(const float *restrict dy, const float *restrict x,
             float sg, sgx;
             row_grad_sums(xr, gr, w, d, mean, &sg, &sgx);
             float mg = center ? sg / (float)d : 0.0f, mgx = sgx * rstd / (float)d;
-            float *restrict o = dx + i * d;
-            for (long j = 0; j < d; j++) {
-                float xh = (xr[j] - mean) * rstd;
-                o[j] = rstd * (gr[j] * w[j] - mg - xh * mgx);
-                pw[j] += (double)gr[j] * xh;
-                pb[j] += gr[j];
+            row_dx(xr, gr, w, dx + i * d, bw, bb, d, mean, rstd, mg, mgx);
+            if (++rows == BLOCK_ROWS) {
+                flush(aw, bw, d);
+                flush(ab, bb, d);
+                rows = 0;
             }
         }
+        flush(aw, bw, d);
+        flush(ab, bb, d);
     }
     for (long j = 0; j < d; j++) {
         double sw = 0.0, sb = 0.0;
         for (int t = 0; t < used; t++) {
-            sw += part[(size_t)t * 2 * d + j];
-            sb += part[(size_t)t * 2 * d + d + j];
+            sw += acc[(size_t)t * 2 * d + j];
+            sb += acc[(size_t)t * 2 * d + d + j];
         }
         dw[j] = (float)sw;
         if (db)
             db[j] = (float)sb;
     }
-    free(part);
+    free(acc);
+    free(blk);
     return 0;
 }
