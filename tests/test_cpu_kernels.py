@@ -195,3 +195,15 @@ def test_forward_saves_the_statistics_the_backward_reuses():
     torch.testing.assert_close(rms_stats[1].double(), 1 / (x64.pow(2).mean(1) + EPS).sqrt())
     with pytest.raises(ValueError, match=r"mean must be a float32 CPU tensor of shape \(64,\)"):
         C.layer_norm_forward(x, w, b, EPS, torch.empty_like(x), stats=(torch.empty(3), stats[1]))
+
+
+def test_ablation_times_every_variant_against_the_same_copy():
+    from normedu.ablation import cpu_kernel_ablation
+
+    r = cpu_kernel_ablation(64, 256, reps=2)
+    assert set(r["seconds"]) == {"copy", "inductor", "c, ordinary stores", "c, streaming stores"}
+    assert all(t > 0 for t in r["seconds"].values())
+    for k, f in r["frac_of_copy"].items():
+        assert f == pytest.approx(r["seconds"]["copy"] / r["seconds"][k])
+    with pytest.raises(ValueError, match="n, d, reps"):
+        cpu_kernel_ablation(0, 256)
