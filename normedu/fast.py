@@ -197,6 +197,11 @@ def backend(x: Tensor) -> str:
     return "inductor"
 
 
+def _c_params(*params: Tensor | None) -> bool:
+    # The C kernels take float32 parameters only; a float64 weight on float32 x goes to Inductor.
+    return all(p is None or p.dtype == torch.float32 for p in params)
+
+
 def _forward(
     kind: str, x2d: Tensor, w: Tensor, b: Tensor | None, eps: float, out2d=None, stats=None
 ) -> Tensor:
@@ -205,7 +210,7 @@ def _forward(
     ``stats``: (mean, rstd) buffers for the C kernel to fill (backend "c" only).
     """
     chosen = backend(x2d)
-    if chosen == "c":
+    if chosen == "c" and _c_params(w, b):
         from . import cpu_kernels
 
         # A fresh output: ordinary stores (its pages fault in zeroed, and cached); a caller's
@@ -232,7 +237,7 @@ def _forward(
 def _backward(kind: str, dy: Tensor, x2d: Tensor, w: Tensor, eps: float, stats=None):
     """Backward of ``kind``: the C kernel for float32 on a CPU (reusing the forward's
     ``stats`` when given), else the compiled kernel (which recomputes them)."""
-    if backend(x2d) == "c" and dy.dtype == w.dtype == torch.float32:
+    if backend(x2d) == "c" and dy.dtype == torch.float32 and _c_params(w):
         from . import cpu_kernels
 
         if kind == "ln":
@@ -288,13 +293,13 @@ def _check_out(out: Tensor, x: Tensor) -> None:
 # --------------------------------------------------------------------------- autograd
 
 
-def _stats_buffers(x2d: Tensor) -> tuple[Tensor, ...]:
+def _stats_buffers(x2d: Tensor, *params: Tensor | None) -> tuple[Tensor, ...]:
     """(mean, rstd) buffers of N floats for the C kernel to save, or () for other backends.
 
     Saving them is free in C (N numbers beside N * D); the compiled kernels recompute them
     instead, because extra outputs split Inductor's CPU loop (see the module docstring).
     """
-    if backend(x2d) != "c":
+    if backend(x2d) != "c" or not _c_params(*params):
         return ()
     n = x2d.shape[0]
     return torch.empty(n), torch.empty(n)
@@ -303,7 +308,7 @@ def _stats_buffers(x2d: Tensor) -> tuple[Tensor, ...]:
 class _LayerNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x2d: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-        stats = _stats_buffers(x2d)
+        stats = _stats_buffers(x2d, weight, bias)
         ctx.save_for_backward(x2d, weight, *stats)
         ctx.eps = eps
         # detach: the kernel then sees the same tensors as in inference and is not recompiled
@@ -322,7 +327,7 @@ class _LayerNormFn(torch.autograd.Function):
 class _RMSNormFn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x2d: Tensor, weight: Tensor, eps: float) -> Tensor:
-        stats = _stats_buffers(x2d)
+        stats = _stats_buffers(x2d, weight)
         ctx.save_for_backward(x2d, weight, *stats)
         ctx.eps = eps
         return _forward("rms", x2d.detach(), weight.detach(), None, eps, None, stats or None)

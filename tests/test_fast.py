@@ -254,3 +254,17 @@ def test_backend_choice_on_a_cpu(data):
     assert fast.backend(x) == "c"  # float32: the C kernel (tests/test_cpu_kernels.py)
     assert fast.backend(x.double()) == "inductor"
     assert fast.backend(x.bfloat16()) == "inductor"
+
+
+def test_float64_parameters_on_float32_input_fall_back_to_the_compiled_kernel(data):
+    x, w, b, dy = data
+    xg = x.clone().requires_grad_(True)
+    w64, b64 = (t.double().requires_grad_(True) for t in (w, b))
+    y = fast.layer_norm(xg, w64, b64, EPS)
+    y.backward(dy)
+    xr = x.double().requires_grad_(True)
+    wr, br = (t.double().requires_grad_(True) for t in (w, b))
+    F.layer_norm(xr, (D,), wr, br, EPS).backward(dy.double())
+    torch.testing.assert_close(y.double(), F.layer_norm(x.double(), (D,), wr, br, EPS), **TOL)
+    torch.testing.assert_close(xg.grad.double(), xr.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(w64.grad, wr.grad, rtol=1e-4, atol=1e-4)
