@@ -1,11 +1,11 @@
 """Hand-written C kernels for LayerNorm and RMSNorm on a CPU (float32), forward and backward.
 
-The source is ``normedu/csrc/norm_fwd.c``. Forward, per row: one read of ``x`` from memory,
-two passes over the now-cached row (mean, then the centred variance) and one write of ``y``.
-Backward, per row: the statistics recomputed from ``x``, then ``dx`` from ``x`` and ``dy``
-while ``dweight``/``dbias`` accumulate in per-thread float64 rows (one read of ``x``, one of
-``dy``, one write of ``dx``). They differ from TorchInductor's generated kernels for the same
-math in two ways that matter for speed:
+The source is ``normedu/csrc/norm_kernels.c``. Forward, per row: one read of ``x`` from
+memory, two passes over the now-cached row (mean, then the centred variance), one write of
+``y``, and optionally the row's mean and 1/sigma saved for the backward. Backward, per row:
+``dx`` from ``x`` and ``dy`` (read once from memory) while ``dweight``/``dbias`` accumulate in
+per-thread rows that stay in cache (float32 over blocks of 32 rows, then float64). They differ
+from TorchInductor's generated kernels for the same math in two ways that matter for speed:
 
 * **64 independent partial sums** per reduction instead of one vector accumulator, so a pass
   over a cached row is not held up by the latency of each add;
@@ -20,7 +20,8 @@ page into the cache, so there is no read-for-ownership left to save. That page-f
 the same for every implementation; :mod:`normedu.bench` measures it as the "clone" row.
 
 The library is compiled at first use with the system C compiler (``$CC``, else ``cc``; the one
-torch.compile needs on a CPU anyway), with ``-O3 -march=native -fopenmp``, and cached in
+torch.compile needs on a CPU anyway), with the first of :data:`FLAG_SETS` that works (``-O3
+-march=native -fopenmp`` and 512-bit vectors where the CPU has them), and cached in
 ``$NORMEDU_CACHE_DIR`` (default ``~/.cache/normedu``) under a hash of the source, the flags and
 the CPU. No compiler, or a failed build, is not an error: :func:`available` is then False and
 :mod:`normedu.fast` uses its compiled kernels; :func:`status` says why.
@@ -55,7 +56,7 @@ __all__ = [
     "STREAM_MIN_BYTES",
 ]
 
-SOURCE = Path(__file__).resolve().parent / "csrc" / "norm_fwd.c"
+SOURCE = Path(__file__).resolve().parent / "csrc" / "norm_kernels.c"
 
 #: Preallocated outputs at least this large get streaming stores (see the module docstring).
 #: Measured here: at 32 MiB (2048 x 4096 float32) ordinary stores were as fast or faster; from
@@ -98,9 +99,12 @@ def _compiler() -> str | None:
 
 def _build(cc: str, flags: tuple[str, ...], target: Path) -> str | None:
     """Compile SOURCE into ``target`` atomically; return None on success, else the error."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Build under a temporary name and rename: parallel test workers may build at once.
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Build under a temporary name and rename: parallel test workers may build at once.
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    except OSError as exc:
+        return f"cannot write the cache folder {target.parent} (set NORMEDU_CACHE_DIR): {exc}"
     os.close(fd)
     cmd = [cc, *flags, "-shared", "-fPIC", "-o", tmp, str(SOURCE), "-lm"]
     try:
@@ -131,7 +135,7 @@ def _library() -> tuple[ctypes.CDLL, str] | None:
         key = hashlib.sha256(
             b"\0".join([source, " ".join(flags).encode(), cc.encode(), _cpu_id().encode()])
         ).hexdigest()[:16]
-        target = _cache_dir() / f"norm_fwd-{key}.so"
+        target = _cache_dir() / f"norm_kernels-{key}.so"
         if not target.exists():
             err = _build(cc, flags, target)
             if err is not None:

@@ -1,4 +1,4 @@
-"""The C forward kernels (normedu/csrc/norm_fwd.c) against torch in float64."""
+"""The C forward kernels (normedu/csrc/norm_kernels.c) against torch in float64."""
 
 from __future__ import annotations
 
@@ -207,3 +207,18 @@ def test_ablation_times_every_variant_against_the_same_copy():
         assert f == pytest.approx(r["seconds"]["copy"] / r["seconds"][k])
     with pytest.raises(ValueError, match="n, d, reps"):
         cpu_kernel_ablation(0, 256)
+
+
+def test_an_unwritable_cache_folder_falls_back_with_a_reason(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    env = {**os.environ, "NORMEDU_CACHE_DIR": str(blocker / "cache")}
+    r = subprocess.run(
+        [sys.executable, "-c", "from normedu import cpu_kernels as C; print(C.status())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "cannot write the cache folder" in r.stdout and "NORMEDU_CACHE_DIR" in r.stdout

@@ -1,10 +1,9 @@
 /* normedu's CPU kernels: LayerNorm and RMSNorm over the last axis of a float32 (n, d)
  * matrix, forward (normedu_norm_fwd) and backward (normedu_norm_bwd). Built at first use by
  * normedu/cpu_kernels.py:
- *     cc -O3 -march=native -fopenmp -shared -fPIC norm_fwd.c
+ *     cc -O3 -march=native -fopenmp -shared -fPIC norm_kernels.c
  *
- * Forward,
- * Per row (rows are split over OpenMP threads):
+ * Forward, per row (rows are split over OpenMP threads):
  *   1. sum the row            -> mean   (row read from memory; it now sits in L1/L2)
  *   2. sum (x - mean)^2       -> rstd   (row read again, from cache: the two-pass variance
  *                                         costs arithmetic, not memory traffic)
