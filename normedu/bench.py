@@ -663,7 +663,10 @@ def run_benchmark(
         # right before its timed one.
         primed = [dev.type == "cpu" and timer(fn) < PRIME_BELOW_S for _, fn, _ in variants]
         for rnd in range(warmup + reps):
-            for i, (_, fn, _) in enumerate(variants):
+            # Rotate the order every round: a call right after a slow one runs slower even
+            # when primed, so no variant may always follow the same neighbour.
+            for i in [(j + rnd) % len(variants) for j in range(len(variants))]:
+                fn = variants[i][1]
                 if primed[i]:
                     fn()
                 t = timer(fn, inner[i])
