@@ -93,8 +93,9 @@ def check() -> list[Claim]:
             Claim(
                 id=f"fast.{op}_not_slower_than_eager",
                 chapter=CHAPTER,
-                claim=f"normedu's fast {name} forward is never slower than PyTorch's eager "
-                f"F.{'layer' if op == 'layernorm' else 'rms'}_norm",
+                claim=f"normedu's fast {name} is never slower than PyTorch's eager "
+                f"F.{'layer' if op == 'layernorm' else 'rms'}_norm (forward, and forward + "
+                "backward)",
                 source="normedu issue 'Making it fast' (target)",
                 measured=f"{n}×{d}, eager time / fast time (medians): forward "
                 f"{eager / fast_t:.2f} with a fresh output, {eager / out_row['median_s']:.2f} "
