@@ -384,41 +384,16 @@ def secret_needles(solutions: Path) -> list[tuple[str, str]]:
     return needles
 
 
-def documented_markers(pages: tuple[str, ...]) -> dict[str, set[str]]:
-    """Markers a page may show because its author wrote them into the page's source.
-
-    The instructor guide explains the ``### BEGIN SOLUTION`` convention; that is documentation,
-    not a leak. Maps the site files of such a page (``<docname>.html`` and
-    ``_sources/<docname>.*``) to the markers its source contains. Solution and hidden-test
-    lines are still searched for on those pages.
-    """
-    allowed: dict[str, set[str]] = {}
-    for docname in pages:
-        try:
-            text = source_path(docname).read_text()
-        except FileNotFoundError:
-            continue
-        found = {m for m in NBGRADER_MARKERS if m in text}
-        if found:
-            allowed[f"{docname}.html"] = found
-            allowed[f"_sources/{docname}."] = found
-    return allowed
-
-
-def find_leaks(
-    site: Path, needles: list[tuple[str, str]], documented: dict[str, set[str]] | None = None
-) -> list[str]:
+def find_leaks(site: Path, needles: list[tuple[str, str]]) -> list[str]:
     """Every place in the site where an nbgrader marker or a secret line occurs.
 
-    ``documented`` (see :func:`documented_markers`) exempts markers on the pages that explain
-    them; keys are site paths or path prefixes.
+    No page is exempt: the pages that explain the course workflow describe the markers in
+    words, so a marker anywhere in the site means a source notebook leaked.
     """
-    documented = documented or {}
     found = []
     for rel, text in site_texts(site):
-        exempt = set().union(*(v for k, v in documented.items() if rel.startswith(k)))
         for marker in NBGRADER_MARKERS:
-            if marker in text and marker not in exempt:
+            if marker in text:
                 found.append(f"{rel}: nbgrader marker {marker!r}")
         for where, needle in needles:
             if needle in text:
