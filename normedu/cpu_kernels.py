@@ -122,8 +122,8 @@ def _build(cc: str, flags: tuple[str, ...], target: Path) -> str | None:
 
 
 @functools.cache
-def _library() -> tuple[ctypes.CDLL, str] | None:
-    """The loaded kernel library and its flags, building it if needed; None if impossible."""
+def _library() -> ctypes.CDLL | None:
+    """The loaded kernel library, building it if needed; None if impossible."""
     if os.environ.get("NORMEDU_NO_C_KERNELS"):
         _STATUS[0] = "disabled by NORMEDU_NO_C_KERNELS"
         return None
@@ -149,7 +149,7 @@ def _library() -> tuple[ctypes.CDLL, str] | None:
             errors.append(f"loading {target}: {exc}")
             continue
         fn = lib.normedu_norm_fwd
-        fn.restype = ctypes.c_int
+        fn.restype = None
         fn.argtypes = (
             [ctypes.c_void_p] * 4
             + [ctypes.c_long] * 2
@@ -167,7 +167,7 @@ def _library() -> tuple[ctypes.CDLL, str] | None:
             + [ctypes.c_void_p] * 2
         )
         _STATUS[0] = f"built with {cc} {' '.join(flags)} ({target})"
-        return lib, " ".join(flags)
+        return lib
     _STATUS[0] = "build failed: " + " | ".join(errors)
     return None
 
@@ -227,7 +227,7 @@ def _run(x, w, b, eps, out, center: bool, stream, stats) -> Tensor:
     mean_p, rstd_p = _check_stats(stats, n)
     if stream is None:
         stream = out.numel() * 4 >= STREAM_MIN_BYTES
-    lib[0].normedu_norm_fwd(
+    lib.normedu_norm_fwd(
         x.data_ptr(),
         w.data_ptr(),
         b.data_ptr() if b is not None else None,
@@ -290,7 +290,7 @@ def _backward(dy: Tensor, x: Tensor, w: Tensor, eps: float, center: bool, stats:
     dx, dw = torch.empty_like(x), torch.empty_like(w)
     db = torch.empty_like(w) if center else None
     threads = torch.get_num_threads()
-    rc = lib[0].normedu_norm_bwd(
+    rc = lib.normedu_norm_bwd(
         dy.data_ptr(),
         x.data_ptr(),
         w.data_ptr(),

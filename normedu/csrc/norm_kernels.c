@@ -98,9 +98,8 @@ static void row_write(const float *restrict x, const float *restrict w,
 
 /* center = 1: LayerNorm (b may be NULL); center = 0: RMSNorm (b ignored). mean_out and
  * rstd_out (n values each) may be NULL; if given, they receive the row statistics that the
- * backward can reuse instead of recomputing them.
- * Returns 1 if streaming stores were compiled in, else 0 (for the Python side to report). */
-int normedu_norm_fwd(const float *x, const float *w, const float *b, float *y, long n, long d,
+ * backward can reuse instead of recomputing them. */
+void normedu_norm_fwd(const float *x, const float *w, const float *b, float *y, long n, long d,
                      float eps, int center, int stream, int threads, float *mean_out,
                      float *rstd_out)
 {
@@ -124,11 +123,6 @@ int normedu_norm_fwd(const float *x, const float *w, const float *b, float *y, l
             _mm_sfence();
 #endif
     }
-#if defined(__AVX512F__) || defined(__AVX__)
-    return 1;
-#else
-    return 0;
-#endif
 }
 
 /* sum(g) and sum(g * (x - mean)) over a row, g = dy * w, with LANES partial sums. */

@@ -21,6 +21,7 @@ from ..data import digits
 from ..device import choose, pick_device
 from ..mlp import deep_mlp
 from ..nn import BatchNorm1d, LayerNorm
+from ..training import accuracy, train_epoch
 from . import scale_experiment
 
 __all__ = [
@@ -84,18 +85,11 @@ def train_mlp(
     model = deep_mlp(64, width, 10, depth, norm=norm, act="relu", seed=seed).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=BASE_LR * batch / 32, momentum=0.9)
     gen = torch.Generator().manual_seed(seed + 1)
-    n = len(data.x_train)
     for _ in range(epochs):
-        perm = torch.randperm(n, generator=gen)
-        for i in range(0, n - batch + 1, batch):
-            idx = perm[i : i + batch]
-            loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        train_epoch(model, opt, data.x_train, data.y_train, batch, gen, drop_last=True)
     model.eval()
     with torch.no_grad():
-        err = float((model(data.x_test).argmax(1) != data.y_test).float().mean())
+        err = 1.0 - accuracy(model(data.x_test), data.y_test)
     return model, err
 
 
@@ -181,16 +175,10 @@ def eval_mode_demo(seed: int = 0) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     gen = torch.Generator().manual_seed(seed + 1)
     for _ in range(3):
-        perm = torch.randperm(len(xtr), generator=gen)
-        for i in range(0, len(xtr) - 31, 32):
-            idx = perm[i : i + 32]
-            loss = F.cross_entropy(model(xtr[idx]), data.y_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        train_epoch(model, opt, xtr, data.y_train, 32, gen, drop_last=True)
 
     def acc(logits):
-        return float((logits.argmax(1) == data.y_test).float().mean())
+        return accuracy(logits, data.y_test)
 
     out = {}
     with torch.no_grad():
@@ -335,7 +323,7 @@ def online_demo(seed: int = 0) -> dict:
         loss.backward()
         opt.step()
     with torch.no_grad():
-        acc = float((model(data.x_test).argmax(1) == data.y_test).float().mean())
+        acc = accuracy(model(data.x_test), data.y_test)
     return {"bn_error": msgs, "ln_online_acc": acc}
 
 

@@ -24,6 +24,7 @@ from ..data import digits
 from ..device import choose, pick_device
 from ..mlp import deep_mlp
 from ..stats import StatsRecorder
+from ..training import accuracy
 
 __all__ = [
     "SIZES",
@@ -259,7 +260,7 @@ def train_digits(
     if not diverged:
         model.eval()
         with torch.no_grad():
-            acc = float((model(data.x_test).argmax(1) == data.y_test).float().mean())
+            acc = accuracy(model(data.x_test), data.y_test)
     config = {"norm": norm, "act": act, "lr": lr, "gain": gain, "clip": clip, "seed": seed}
     return TrainRun(config=config, loss=losses, test_acc=acc, diverged=diverged, probes=probes)
 

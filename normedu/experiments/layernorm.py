@@ -20,6 +20,7 @@ from ..data import digits
 from ..device import choose, pick_device
 from ..mlp import deep_mlp, norm_layers
 from ..nn import LayerNorm, layer_norm
+from ..training import accuracy, train_epoch
 
 __all__ = [
     "SIZES",
@@ -237,17 +238,11 @@ def affine_demo(epochs: int = 10, seed: int = 0) -> dict:
         gen = torch.Generator().manual_seed(seed + 1)
         curve = []
         for _ in range(epochs):
-            perm = torch.randperm(len(data.x_train), generator=gen)
-            for i in range(0, len(perm), 64):
-                idx = perm[i : i + 64]
-                loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+            train_epoch(model, opt, data.x_train, data.y_train, 64, gen)
             with torch.no_grad():
                 curve.append(float(F.cross_entropy(model(data.x_train), data.y_train)))
         with torch.no_grad():
-            acc = float((model(data.x_test).argmax(1) == data.y_test).float().mean())
+            acc = accuracy(model(data.x_test), data.y_test)
         key = "affine" if affine else "no_affine"
         out[key] = {"loss": np.array(curve), "final_loss": curve[-1], "test_acc": acc}
         if affine:
@@ -284,15 +279,9 @@ def trained_gamma(seed: int = 0) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(seed + 1)
     for _ in range(size.epochs):
-        perm = torch.randperm(len(data.x_train), generator=gen)
-        for i in range(0, len(perm), 64):
-            idx = perm[i : i + 64]
-            loss = F.cross_entropy(model(data.x_train[idx]), data.y_train[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        train_epoch(model, opt, data.x_train, data.y_train, 64, gen)
     with torch.no_grad():
-        acc = float((model(data.x_test).argmax(1) == data.y_test).float().mean())
+        acc = accuracy(model(data.x_test), data.y_test)
     lns = norm_layers(model)
     g = torch.cat([m.weight.detach() for m in lns]).cpu().numpy()
     b = torch.cat([m.bias.detach() for m in lns]).cpu().numpy()

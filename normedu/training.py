@@ -1,0 +1,46 @@
+"""The two training chores the experiments share: one epoch of minibatch steps, and accuracy.
+
+Kept tiny on purpose: each experiment still builds its own model and optimizer, so the page
+that runs it shows what it trains; only the loop that every one of them repeated lives here.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["train_epoch", "accuracy"]
+
+
+def train_epoch(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    x: Tensor,
+    y: Tensor,
+    batch: int,
+    gen: torch.Generator,
+    drop_last: bool = False,
+) -> None:
+    """One pass over ``(x, y)`` in a random order drawn from ``gen``: cross-entropy steps.
+
+    Inputs: x (N, ...) inputs, y (N,) class labels on the model's device; ``batch`` examples
+    per step; ``drop_last`` skips an incomplete final batch (BatchNorm cannot normalize a
+    batch of 1 in training mode). Draws exactly one ``randperm(N)`` from ``gen``.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    n = len(x)
+    perm = torch.randperm(n, generator=gen)
+    stop = n - batch + 1 if drop_last else n
+    for i in range(0, stop, batch):
+        idx = perm[i : i + batch]
+        loss = F.cross_entropy(model(x[idx]), y[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def accuracy(logits: Tensor, y: Tensor) -> float:
+    """Fraction of rows of ``logits`` (N, classes) whose argmax equals ``y`` (N,)."""
+    return float((logits.argmax(1) == y).float().mean())
