@@ -26,6 +26,12 @@ Shapes:
 * LayerNorm and RMSNorm: ``x`` is ``(..., D)``; statistics are per row, reduced over the
   last axis ``D`` only. ``gamma``/``beta`` have shape ``(D,)`` and their gradients are summed
   over every leading axis.
+* GroupNorm and InstanceNorm: ``x`` is ``(N, C)`` or ``(N, C, *spatial)``; the ``C`` channels
+  are split into ``G`` groups of ``C // G`` **adjacent** channels (channels ``0 .. C/G - 1`` form
+  group 0, as in ``x.reshape(N, G, -1)``), and statistics are per sample and group, reduced
+  over the group's channels and every spatial axis. ``gamma``/``beta`` are per channel
+  ``(C,)``. InstanceNorm is GroupNorm with ``G = C``; LayerNorm over ``(C, *spatial)`` is
+  GroupNorm with ``G = 1``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = [
     "batch_norm",
     "batch_norm_backward",
+    "group_norm",
+    "group_norm_backward",
+    "instance_norm",
     "layer_norm",
     "layer_norm_backward",
     "rms_norm",
@@ -427,3 +436,133 @@ def batch_norm_backward(
         gx - gx.mean(axis=axes, keepdims=True) - x_hat * (gx * x_hat).mean(axis=axes, keepdims=True)
     )
     return dx.astype(out_dtype, copy=False), dgamma, dbeta
+
+
+# --------------------------------------------------------------------------- GroupNorm
+
+
+def _gn_groups(x: Array, groups: int) -> tuple[int, tuple[int, ...]]:
+    """Validate a (N, C, *spatial) input for ``groups`` groups; return ``(C, broadcast shape)``."""
+    if x.ndim < 2:
+        raise ValueError(
+            f"group_norm needs x of shape (N, C) or (N, C, *spatial), got shape {x.shape}; "
+            "a single sample is x[None]"
+        )
+    c = x.shape[1]
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"G (the number of groups) must be a positive integer, got {groups!r}")
+    if c == 0 or c % groups != 0:
+        raise ValueError(
+            f"the C = {c} channels of x (shape {x.shape}) cannot be split into G = {groups} "
+            f"groups of equal size: C must be divisible by G"
+        )
+    if x.size == 0:
+        raise ValueError(f"x has shape {x.shape}: there is nothing to normalize")
+    return c, (1, c) + (1,) * (x.ndim - 2)
+
+
+def _group_stats(xf: Array, groups: int, eps: float) -> tuple[Array, Array]:
+    """``(x_hat grouped as (N, G, M), rstd (N, G, 1))`` with ``M = C / G * prod(spatial)``.
+
+    Channels are contiguous after the batch axis, so ``reshape(N, G, -1)`` puts channels
+    ``g*C/G .. (g+1)*C/G - 1`` and all their positions in row ``g``: every group is one row
+    and GroupNorm becomes LayerNorm of the rows.
+    """
+    xg = xf.reshape(xf.shape[0], groups, -1)
+    centered, _ = _center(xg, axis=-1)
+    var = np.mean(centered * centered, axis=-1, keepdims=True)
+    rstd = _rstd(var, eps)
+    return centered * rstd, rstd
+
+
+def group_norm(
+    x: ArrayLike,
+    G: int,
+    gamma: ArrayLike | None = None,
+    beta: ArrayLike | None = None,
+    eps: float = 1e-5,
+) -> Array:
+    """Group normalization (Wu & He, 2018).
+
+    Inputs:
+    - x: shape (N, C) or (N, C, *spatial), e.g. (N, C, H, W).
+    - G: number of groups; C must be divisible by G. Group g holds the adjacent channels
+      ``g*C/G .. (g+1)*C/G - 1``. ``G = 1`` is LayerNorm over (C, *spatial); ``G = C`` is
+      InstanceNorm.
+    - gamma, beta: per-channel scale and shift of shape (C,), or None (ones / zeros).
+    - eps: added to the biased variance inside the square root.
+
+    Returns:
+    - out: shape and dtype of x. Each sample's group is normalized with its own mean and
+      biased variance (over C/G channels and every spatial position), then
+      ``out = gamma[c] * x_hat + beta[c]``. Nothing depends on the other samples of the
+      batch, and there are no running statistics: training and eval compute the same thing.
+      Matches ``torch.nn.functional.group_norm(x, G, gamma, beta, eps)``.
+    """
+    _check_eps(eps)
+    xf, out_dtype = _as_float(x, "x")
+    c, bshape = _gn_groups(xf, G)
+    g = _check_feature_param(gamma, c, "gamma", xf.shape, "the channel axis (axis 1)")
+    b = _check_feature_param(beta, c, "beta", xf.shape, "the channel axis (axis 1)")
+    x_hat, _ = _group_stats(xf, G, eps)
+    out = x_hat.reshape(xf.shape)
+    if g is not None:
+        out = out * g.reshape(bshape)
+    if b is not None:
+        out = out + b.reshape(bshape)
+    return out.astype(out_dtype, copy=False)
+
+
+def group_norm_backward(
+    dout: ArrayLike,
+    x: ArrayLike,
+    G: int,
+    gamma: ArrayLike | None = None,
+    eps: float = 1e-5,
+) -> tuple[Array, Array, Array]:
+    """Backward pass of :func:`group_norm`, derived by hand.
+
+    Inputs:
+    - dout: upstream gradient dL/d(out), shape of x.
+    - x: the forward input, (N, C) or (N, C, *spatial).
+    - G: the forward number of groups.
+    - gamma: the forward scale (C,), or None for ones.
+    - eps: the forward eps.
+
+    Returns a tuple, every array in x's dtype, of:
+    - dx: shape of x. Per (sample, group) row it is LayerNorm's backward:
+      ``rstd * (g - mean(g) - x_hat * mean(g * x_hat))`` with ``g = dout * gamma[c]`` and the
+      means over the group's C/G channels and spatial positions. gamma is applied per channel
+      *before* the per-group reduction, which is the only difference from LayerNorm.
+    - dgamma: (C,) ``sum(dout * x_hat)`` over N and every spatial axis.
+    - dbeta: (C,) ``sum(dout)`` over N and every spatial axis.
+    """
+    _check_eps(eps)
+    xf, out_dtype = _as_float(x, "x")
+    c, bshape = _gn_groups(xf, G)
+    dy, _ = _as_float(dout, "dout")
+    if dy.shape != xf.shape:
+        raise ValueError(f"dout has shape {dy.shape}, expected the shape of x {xf.shape}")
+    g = _check_feature_param(gamma, c, "gamma", xf.shape, "the channel axis (axis 1)")
+    x_hat, rstd = _group_stats(xf, G, eps)
+    axes = (0,) + tuple(range(2, xf.ndim))
+    dgamma = np.sum(dy * x_hat.reshape(xf.shape), axis=axes)
+    dbeta = np.sum(dy, axis=axes)
+    gx = (dy * g.reshape(bshape) if g is not None else dy).reshape(x_hat.shape)
+    dx = rstd * (
+        gx - gx.mean(axis=-1, keepdims=True) - x_hat * (gx * x_hat).mean(axis=-1, keepdims=True)
+    )
+    return (
+        dx.reshape(xf.shape).astype(out_dtype, copy=False),
+        dgamma.astype(out_dtype, copy=False),
+        dbeta.astype(out_dtype, copy=False),
+    )
+
+
+def instance_norm(
+    x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, eps: float = 1e-5
+) -> Array:
+    """Instance normalization (Ulyanov et al., 2016): :func:`group_norm` with one channel per
+    group. x (N, C, *spatial) -> same shape; matches ``torch.nn.functional.instance_norm(x,
+    weight=gamma, bias=beta, eps=eps)`` (no running statistics)."""
+    return group_norm(x, np.shape(x)[1] if np.ndim(x) >= 2 else 0, gamma, beta, eps)

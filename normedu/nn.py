@@ -8,6 +8,8 @@ momentum on the new value, two-pass variance, half precision computed in float32
 Shapes:
 - :func:`layer_norm`, :func:`rms_norm`, :class:`LayerNorm`, :class:`RMSNorm`: x (..., D).
 - :func:`batch_norm`, :class:`BatchNorm1d`: x (N, C) or (N, C, L).
+- :func:`group_norm`, :class:`GroupNorm`: x (N, C) or (N, C, *spatial), C divisible by the
+  number of groups G; groups are adjacent channels.
 
 ``tests/test_nn.py`` checks each against ``torch.nn.functional`` and ``torch.nn``.
 """
@@ -21,9 +23,12 @@ __all__ = [
     "layer_norm",
     "rms_norm",
     "batch_norm",
+    "group_norm",
     "LayerNorm",
     "RMSNorm",
     "BatchNorm1d",
+    "GroupNorm",
+    "default_groups",
     "make_norm",
 ]
 
@@ -137,6 +142,41 @@ def batch_norm(
     return out.to(x.dtype)
 
 
+def group_norm(
+    x: Tensor,
+    groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """GroupNorm: x (N, C, *spatial) -> same shape; weight/bias (C,) or None.
+
+    Each sample's C channels are cut into ``groups`` groups of adjacent channels, and every
+    (sample, group) is normalized over its channels and spatial positions: LayerNorm of the
+    rows of ``x.reshape(N, groups, -1)``. No batch statistics, so no running buffers.
+    """
+    if x.dim() < 2:
+        raise ValueError(f"group_norm needs x of shape (N, C, *spatial), got {tuple(x.shape)}")
+    n, c = x.shape[0], x.shape[1]
+    if groups < 1 or c % groups != 0:
+        raise ValueError(
+            f"the C = {c} channels cannot be split into G = {groups} groups of equal size: "
+            "C must be divisible by G"
+        )
+    _check_param(weight, c, "weight", x, "the channel axis (axis 1)")
+    _check_param(bias, c, "bias", x, "the channel axis (axis 1)")
+    xf = _upcast(x).reshape(n, groups, -1)
+    centered = xf - xf.mean(dim=-1, keepdim=True)
+    var = (centered * centered).mean(dim=-1, keepdim=True)
+    out = (centered * torch.rsqrt(var + eps)).reshape(x.shape)
+    bshape = [1, c] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(bshape)
+    if bias is not None:
+        out = out + bias.reshape(bshape)
+    return out.to(x.dtype)
+
+
 class LayerNorm(nn.Module):
     """LayerNorm over the last axis; learnable ``weight`` (gamma, ones), ``bias`` (beta, zeros).
 
@@ -213,15 +253,51 @@ class BatchNorm1d(nn.Module):
         return f"{self.c}, eps={self.eps}, momentum={self.momentum}"
 
 
+class GroupNorm(nn.Module):
+    """GroupNorm over (N, C, *spatial) with ``groups`` groups of adjacent channels.
+
+    Parameters: ``weight`` (gamma, ones) and ``bias`` (beta, zeros), C each (none with
+    ``affine=False``); no buffers: train and eval mode compute the same thing.
+    ``GroupNorm(1, C)`` is LayerNorm over (C, *spatial); ``GroupNorm(C, C)`` is InstanceNorm.
+    """
+
+    def __init__(self, groups: int, c: int, eps: float = 1e-5, affine: bool = True) -> None:
+        super().__init__()
+        if c <= 0 or groups <= 0 or c % groups != 0:
+            raise ValueError(
+                f"GroupNorm needs positive C divisible by G, got C = {c} and G = {groups}"
+            )
+        self.groups, self.c, self.eps = groups, c, eps
+        self.weight = nn.Parameter(torch.ones(c)) if affine else None
+        self.bias = nn.Parameter(torch.zeros(c)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return group_norm(x, self.groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.groups}, {self.c}, eps={self.eps}, affine={self.weight is not None}"
+
+
+def default_groups(c: int) -> int:
+    """Groups for ``make_norm("groupnorm", c)``: groups of 8 channels, or one group when C is
+    not a multiple of 8. Wu & He (2018) found 32 groups best for ResNet's wide channels; the
+    course's layers are narrow (64), where 32 groups would leave 2 channels each."""
+    return c // 8 if c % 8 == 0 else 1
+
+
 def make_norm(kind: str, d: int, eps: float = 1e-5) -> nn.Module:
-    """Build a norm by name: ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"`` or ``"none"``.
+    """Build a norm by name: ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"``, ``"groupnorm"``
+    or ``"none"``.
 
     Models that take a ``norm=`` switch call this so every experiment spells the kinds the same.
+    ``"groupnorm"`` expects inputs (N, d, *spatial), channels on axis 1, and uses
+    :func:`default_groups`.
     """
     kinds = {
         "layernorm": lambda: LayerNorm(d, eps),
         "rmsnorm": lambda: RMSNorm(d, eps),
         "batchnorm": lambda: BatchNorm1d(d, eps),
+        "groupnorm": lambda: GroupNorm(default_groups(d), d, eps),
         "none": nn.Identity,
     }
     try:

@@ -19,7 +19,7 @@ from normedu.mlp import deep_mlp, hidden_linears, norm_layers
         ("batchnorm", nnn.BatchNorm1d),
         ("layernorm", nnn.LayerNorm),
         ("rmsnorm", nnn.RMSNorm),
-        ("groupnorm", nn.GroupNorm),
+        ("groupnorm", nnn.GroupNorm),
     ],
 )
 def test_structure(norm, kind):
