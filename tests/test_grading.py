@@ -19,7 +19,7 @@ import pytest
 from normedu.grading import answers, compare, diagnose, drift, gradcheck, guard, mistakes
 
 REPO = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian")
+ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian", "groupnorm")
 HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
@@ -110,6 +110,7 @@ def test_mistake_fails_and_is_named(mistake):
 NORM_FUNCTIONS = (
     "batchnorm_forward", "batchnorm_backward", "layernorm_forward", "layernorm_backward",
     "rmsnorm_forward", "rmsnorm_backward", "rmsnorm_module", "layernorm_jacobian",
+    "groupnorm_forward", "groupnorm_backward",
 )  # fmt: skip
 
 
@@ -120,7 +121,7 @@ def test_catalog_has_at_least_six_mistakes_per_norm_function():
     # Every assignment has mistakes, and every library-backed assignment a shortcut attempt.
     assert {m.assignment for m in mistakes.CATALOG} == set(ASSIGNMENTS)
     assert {m.assignment for m in mistakes.SHORTCUTS} >= {
-        "batchnorm", "layernorm", "rmsnorm", "jacobian"
+        "batchnorm", "layernorm", "rmsnorm", "jacobian", "groupnorm"
     }  # fmt: skip
 
 
