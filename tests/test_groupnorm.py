@@ -153,3 +153,53 @@ def test_make_norm_builds_groupnorm_with_groups_of_eight():
     assert nnu.make_norm("groupnorm", 12).groups == 1
     half = torch.randn(3, 16).to(torch.bfloat16)
     assert nnu.make_norm("groupnorm", 16)(half).dtype == torch.bfloat16
+
+
+# --------------------------------------------------------------------------- chapter pieces
+
+
+def test_batchmates_measurement_against_a_direct_computation():
+    from normedu.experiments.groupnorm import batchmates
+
+    r = batchmates(batch=4, n_batches=5, channels=4, groups=2, size=3, seed=1)
+    # Recompute batch 0 independently with torch: the same RNG draws, torch's norms.
+    rng = np.random.default_rng(1)
+    sample = rng.normal(size=(4, 3, 3))
+    mates = rng.normal(rng.normal(0, 1), rng.uniform(0.5, 2.0), size=(3, 4, 3, 3))
+    x = t(np.concatenate([sample[None], mates]))
+    bn = TF.batch_norm(x, None, None, training=True)[0, 0, 0, 0].item()
+    gn = TF.group_norm(x, 2)[0, 0, 0, 0].item()
+    assert r["batchnorm"][0] == pytest.approx(bn, abs=1e-12)
+    assert r["groupnorm"][0] == pytest.approx(gn, abs=1e-12)
+    assert r["alone"] == pytest.approx(TF.group_norm(x[:1], 2)[0, 0, 0, 0].item(), abs=1e-12)
+    assert r["max_change"]["groupnorm"] == 0.0 and r["max_change"]["batchnorm"] > 0.1
+    with pytest.raises(ValueError, match="batch must be >= 2"):
+        batchmates(batch=1)
+
+
+def test_plots_return_figures_with_the_data():
+    from normedu.plots import groupnorm as P
+
+    fig = P.normalization_cubes(n=2, c=4, hw=2, groups=2)
+    assert [ax.get_gid() for ax in fig.axes] == list(P.CUTS)
+    assert all(ax.get_title() for ax in fig.axes)
+    with pytest.raises(ValueError, match="must divide"):
+        P.normalization_cubes(c=6, groups=4)
+    mask = P._highlight("groupnorm", 2, 4, 3, 2)
+    assert mask.sum() == 2 * 3 and mask[0, :2].all() and not mask[1].any()
+    sweep = {"batch_sizes": [2, 4], "batchnorm": [0.5, 0.1], "groupnorm": [0.1, 0.1]}
+    fig = P.batch_size_errors(sweep, norms=("batchnorm", "groupnorm"))
+    lines = fig.axes[0].get_lines()
+    np.testing.assert_allclose(lines[0].get_ydata(), [50, 10])
+    fig = P.batchmates({"batchnorm": [0.1, 0.3], "groupnorm": [0.2, 0.2]}, alone=0.2)
+    assert len(fig.axes[0].collections) == 2
+
+
+def test_claims_are_registered_and_confirmed(tmp_path):
+    from normedu import claims, ledger  # noqa: F401  (importing claims registers them)
+
+    got = ledger.check("groupnorm", directory=tmp_path)
+    assert {c.id for c in got} == {
+        "gn.limits", "gn.batch_independent", "gn.small_batch", "gn.imagenet"
+    }  # fmt: skip
+    assert {c.verdict for c in got if c.id != "gn.imagenet"} <= {"confirmed", "cited"}
