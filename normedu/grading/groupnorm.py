@@ -254,7 +254,8 @@ def check_backward(
 ) -> None:
     """``b(dout, x, gamma, G, eps=eps)`` against the reference backward (or, with
     ``numeric=True``, central finite differences of the reference forward), naming a matched
-    mistake. dout must be random: with dout all ones dx is zero for any normalization."""
+    mistake. dout must be random: with dout and gamma all ones dx is zero for any
+    normalization."""
     assert_no_shortcut(b)
     dout, x, gamma = (np.asarray(a) for a in (dout, x, gamma))
     x64, d64 = x.astype(np.float64), dout.astype(np.float64)
