@@ -82,15 +82,22 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
 
 def batch_norm(
     x: Tensor,
-    running_mean: Tensor | None,
-    running_var: Tensor | None,
+    *,
     weight: Tensor | None = None,
     bias: Tensor | None = None,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
     training: bool = True,
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
     """BatchNorm for x (N, C) or (N, C, L), updating ``running_*`` **in place** in training.
+
+    Everything after ``x`` is keyword-only; the four (C,) tensors are ``weight, bias,
+    running_mean, running_var``, the order of :func:`normedu.functional.batch_norm`'s
+    ``gamma, beta, running_mean, running_var`` (``torch.nn.functional.batch_norm`` puts the
+    running statistics first, which is why no position is trusted). ``running_*`` None: no
+    tracking (training mode only).
 
     The in-place update mirrors ``F.batch_norm`` so that the module below can hold the
     running statistics as buffers.
@@ -200,10 +207,10 @@ class BatchNorm1d(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return batch_norm(
             x,
-            self.running_mean,
-            self.running_var,
-            self.weight,
-            self.bias,
+            weight=self.weight,
+            bias=self.bias,
+            running_mean=self.running_mean,
+            running_var=self.running_var,
             training=self.training,
             momentum=self.momentum,
             eps=self.eps,
