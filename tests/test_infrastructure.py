@@ -61,19 +61,17 @@ def make_claim(i: str, chapter: str = "ch", verdict: str = "confirmed") -> ledge
     )
 
 
-def test_ledger_records_merge_by_id_and_render(tmp_path):
+def test_ledger_record_replaces_a_chapters_records_and_renders(tmp_path):
     ledger.record(make_claim("a"), make_claim("b", verdict="depends"), directory=tmp_path)
-    ledger.record(
-        make_claim("a", verdict="not reproduced"),
-        make_claim("c", chapter="other"),
-        directory=tmp_path,
-    )
+    ledger.record(make_claim("z", chapter="other"), directory=tmp_path)
+    # The chapter's next run no longer checks "b": no ghost of it may survive.
+    ledger.record(make_claim("a", verdict="not reproduced"), make_claim("d"), directory=tmp_path)
     claims = ledger.load(tmp_path, order=["other", "ch"])
-    assert [c.id for c in claims] == ["c", "a", "b"]
+    assert [c.id for c in claims] == ["z", "a", "d"]
     assert claims[1].verdict == "not reproduced"
     table = ledger.to_markdown(claims)
     assert table.count("\n") == 4 and "| claim a |" in table
-    assert ledger.summary(claims) == {"confirmed": 1, "depends": 1, "not reproduced": 1, "cited": 0}
+    assert ledger.summary(claims) == {"confirmed": 2, "depends": 0, "not reproduced": 1, "cited": 0}
 
 
 def test_ledger_rejects_bad_claims():
