@@ -24,7 +24,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from normedu.grading.compare import GradingError
+from normedu.grading.errors import GradingError
 
 __all__ = ["assert_no_shortcut", "library_blocked", "find_shortcuts", "NUMPY_ONLY", "TORCH_OK"]
 
