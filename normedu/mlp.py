@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from .nn import make_norm
+from .nn import make_norm, norm_classes
 
 __all__ = ["ACTIVATION_GAINS", "deep_mlp", "activation", "hidden_linears", "norm_layers"]
 
@@ -29,15 +29,6 @@ def activation(name: str) -> nn.Module:
         return table[name.lower()]()
     except KeyError:
         raise ValueError(f"unknown activation {name!r}; choose one of {sorted(table)}") from None
-
-
-def _make_norm(norm: str, width: int) -> nn.Module:
-    if norm.lower() == "groupnorm":
-        # Groups of 8 features (or one group if the width is not divisible): Wu & He (2018)
-        # found 32 groups best for ResNet channels; our layers are narrow.
-        groups = width // 8 if width % 8 == 0 else 1
-        return nn.GroupNorm(groups, width)
-    return make_norm(norm, width)
 
 
 def deep_mlp(
@@ -56,8 +47,8 @@ def deep_mlp(
     Inputs:
     - d_in, width, d_out: input features, hidden width, outputs (e.g. classes).
     - depth: number of hidden blocks (>= 1).
-    - norm: ``"none"``, ``"batchnorm"``, ``"layernorm"``, ``"rmsnorm"`` (from
-      :func:`normedu.nn.make_norm`) or ``"groupnorm"`` (``torch.nn.GroupNorm``).
+    - norm: ``"none"`` or a kind of :data:`normedu.norms.NORMS` (``"batchnorm"``,
+      ``"layernorm"``, ``"rmsnorm"``, ``"groupnorm"``), built by :func:`normedu.nn.make_norm`.
     - act: ``"tanh"``, ``"relu"`` or ``"identity"``.
     - gain: hidden weights ~ N(0, (gain/sqrt(fan_in))^2); default :data:`ACTIVATION_GAINS`
       of ``act``. The output layer is scaled by 0.1 so the initial softmax is near uniform.
@@ -79,7 +70,7 @@ def deep_mlp(
     for _ in range(depth):
         lin = nn.Linear(d, width, bias=bias)
         _init(lin, g, gen)
-        layers += [lin, _make_norm(norm, width), activation(act)]
+        layers += [lin, make_norm(norm, width), activation(act)]
         d = width
     head = nn.Linear(d, d_out)
     _init(head, 0.1, gen)
@@ -105,16 +96,6 @@ def hidden_linears(model: nn.Module) -> list[nn.Linear]:
 
 
 def norm_layers(model: nn.Module) -> list[nn.Module]:
-    """Every normalization module of ``model`` (normedu or torch LayerNorm/BatchNorm/GroupNorm)."""
-    from . import nn as nnn
-
-    kinds = (
-        nnn.LayerNorm,
-        nnn.RMSNorm,
-        nnn.BatchNorm1d,
-        nn.LayerNorm,
-        nn.GroupNorm,
-        nn.BatchNorm1d,
-        nn.BatchNorm2d,
-    )
+    """Every normalization module of ``model``: the registered norms, normedu's or torch's."""
+    kinds = norm_classes()
     return [m for m in model.modules() if isinstance(m, kinds)]

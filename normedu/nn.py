@@ -14,8 +14,12 @@ Shapes:
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch import Tensor, nn
+
+from . import norms
 
 __all__ = [
     "layer_norm",
@@ -25,6 +29,7 @@ __all__ = [
     "RMSNorm",
     "BatchNorm1d",
     "make_norm",
+    "norm_classes",
 ]
 
 
@@ -220,18 +225,38 @@ class BatchNorm1d(nn.Module):
         return f"{self.c}, eps={self.eps}, momentum={self.momentum}"
 
 
-def make_norm(kind: str, d: int, eps: float = 1e-5) -> nn.Module:
-    """Build a norm by name: ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"`` or ``"none"``.
+nn_module = sys.modules[__name__]
 
+
+def _module_class(spec: norms.NormSpec) -> type[nn.Module]:
+    # "torch.nn.Name": a norm the course takes from torch; otherwise a class of this module.
+    return getattr(nn if spec.module.startswith("torch.nn.") else nn_module, spec.class_name)
+
+
+def make_norm(kind: str, d: int, eps: float = 1e-5) -> nn.Module:
+    """Build the norm ``kind`` of :data:`normedu.norms.NORMS` for width ``d``, or ``"none"``.
+
+    ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"``, ``"groupnorm"`` (groups of
+    :func:`normedu.norms.groups_for`) or ``"none"`` (an ``nn.Identity``); case-insensitive.
     Models that take a ``norm=`` switch call this so every experiment spells the kinds the same.
     """
-    kinds = {
-        "layernorm": lambda: LayerNorm(d, eps),
-        "rmsnorm": lambda: RMSNorm(d, eps),
-        "batchnorm": lambda: BatchNorm1d(d, eps),
-        "none": nn.Identity,
-    }
-    try:
-        return kinds[kind.lower()]()
-    except KeyError:
-        raise ValueError(f"unknown norm {kind!r}; choose one of {sorted(kinds)}") from None
+    if kind.lower() == norms.NONE:
+        return nn.Identity()
+    spec = norms.get(kind)
+    cls = _module_class(spec)
+    if spec.grouped:
+        return cls(norms.groups_for(d), d, eps=eps)
+    return cls(d, eps=eps)
+
+
+def norm_classes(*, per_token: bool | None = None) -> tuple[type[nn.Module], ...]:
+    """The module classes of the registered norms, normedu's and torch's (for isinstance).
+
+    ``per_token``: only the norms that do (True) or do not (False) normalize each row alone.
+    """
+    found: list[type[nn.Module]] = []
+    for spec in norms.NORMS:
+        if per_token is None or spec.per_token == per_token:
+            found.append(_module_class(spec))
+            found += [getattr(nn, n) for n in spec.torch_modules if hasattr(nn, n)]
+    return tuple(dict.fromkeys(found))
