@@ -30,8 +30,9 @@ and writes y, ``2*N*D*itemsize``; forward + backward adds reading x and dy and w
 
 Honesty rules the code follows:
 
-* Every timed call of one shape/dtype is interleaved round-robin with the others (and with the
-  copy), so a machine whose load changes during the run slows every variant alike.
+* Timing is :mod:`normedu.timing`'s. Every timed call of one shape/dtype is interleaved
+  round-robin with the others (and with the copy), so a machine whose load changes during
+  the run slows every variant alike.
 * The first call of each variant is timed separately: for the compiled ones it includes the
   compilation, reported as ``compile_s = first call - median`` (0.0 for variants that do not
   compile). Compiled code is cached per process, so a second run reports about zero.
@@ -59,7 +60,6 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
-import json
 import math
 import shlex
 import statistics
@@ -121,10 +121,6 @@ PRESETS: dict[str, Preset] = {
         shapes=((8192, 768), (8192, 2048), (8192, 4096), (4096, 8192), (2048, 16384)),
     ),
 }
-
-
-#: CPU variants faster than this get an untimed call before each timed one (run_benchmark).
-PRIME_BELOW_S = 0.05
 
 #: What ``python -m normedu.bench --quick`` and the book leave out: the unfused backwards
 #: (NumPy, textbook) take about a second per call at the quick shape and teach nothing new
@@ -267,10 +263,9 @@ class BenchResult:
 
     def save(self, path: str | Path) -> Path:
         """Write ``{"provenance", "data"}`` JSON to ``path`` and a CSV of the rows beside it."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        record = {"provenance": self.provenance, "data": self.to_dict()}
-        path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        from .results import write_record
+
+        path = write_record(path, self.to_dict(), self.provenance)
         with open(path.with_suffix(".csv"), "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=ROW_KEYS)
             writer.writeheader()
@@ -280,9 +275,9 @@ class BenchResult:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> BenchResult:
-        if not {"provenance", "data"} <= set(record):
-            raise ValueError("a benchmark record needs keys 'provenance' and 'data'")
-        data = record["data"]
+        from .results import check_record
+
+        data = check_record(record, "a benchmark record")["data"]
         return cls(
             _rows=list(data["rows"]),
             copies=list(data["copies"]),
@@ -292,7 +287,9 @@ class BenchResult:
 
     @classmethod
     def load(cls, path: str | Path) -> BenchResult:
-        return cls.from_record(json.loads(Path(path).read_text()))
+        from .results import read_record
+
+        return cls.from_record(read_record(path))
 
     @classmethod
     def load_stored(cls) -> BenchResult | None:
@@ -499,31 +496,6 @@ def _make_variant(op: str, impl: str, pass_: str, x, w, b, dy, out) -> Callable[
 # --------------------------------------------------------------------------- timing
 
 
-class _Timer:
-    """Times one call (CPU: perf_counter; CUDA: events around ``inner`` calls, synchronized)."""
-
-    def __init__(self, device) -> None:
-        import torch
-
-        self.torch = torch
-        self.cuda = device.type == "cuda"
-
-    def __call__(self, fn: Callable[[], Any], inner: int = 1) -> float:
-        if self.cuda:
-            torch = self.torch
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            torch.cuda.synchronize()
-            return start.elapsed_time(end) / 1e3 / inner
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-
-
 def _copy_variants(x) -> list[tuple[dict[str, Any], Callable[[], Any], bool]]:
     """The two copies: into a preallocated tensor (the roofline) and into a fresh one."""
     import torch
@@ -591,6 +563,7 @@ def run_benchmark(
     from . import fast
     from .device import pick_device
     from .provenance import provenance
+    from .timing import Timer, inner_for, interleaved
 
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
@@ -607,7 +580,7 @@ def run_benchmark(
     if reps < 1 or warmup < 0:
         raise ValueError(f"need reps >= 1 and warmup >= 0, got reps={reps}, warmup={warmup}")
     dev = pick_device(device)
-    timer = _Timer(dev)
+    timer = Timer(dev)
 
     from tqdm.std import tqdm  # tqdm.auto draws a widget that static pages show as raw JSON
 
@@ -650,29 +623,16 @@ def run_benchmark(
         inner: list[int] = []
         for _, fn, _ in variants:
             first.append(timer(fn))
-            if dev.type == "cuda":
-                t = timer(fn)
-                inner.append(max(1, min(1000, int(pre.cuda_sample_s / max(t, 1e-7)))))
-            else:
-                inner.append(1)
+            inner.append(inner_for(timer(fn), pre.cuda_sample_s) if dev.type == "cuda" else 1)
             bar.update(1)
-        samples: list[list[float]] = [[] for _ in variants]
-        # On a CPU, a parallel call right after a long single-threaded one (NumPy) or a pause
-        # runs up to 2x slower while the idle core wakes up; which variant follows the slow
-        # one is an accident of the order. So each fast CPU variant gets one untimed call
-        # right before its timed one.
-        primed = [dev.type == "cpu" and timer(fn) < PRIME_BELOW_S for _, fn, _ in variants]
-        for rnd in range(warmup + reps):
-            # Rotate the order every round: a call right after a slow one runs slower even
-            # when primed, so no variant may always follow the same neighbour.
-            for i in [(j + rnd) % len(variants) for j in range(len(variants))]:
-                fn = variants[i][1]
-                if primed[i]:
-                    fn()
-                t = timer(fn, inner[i])
-                if rnd >= warmup:
-                    samples[i].append(t)
-                bar.update(1)
+        samples = interleaved(
+            [fn for _, fn, _ in variants],
+            reps,
+            timer=timer,
+            warmup=warmup,
+            inner=inner,
+            on_call=lambda: bar.update(1),
+        )
         copy_med, copy_min = statistics.median(samples[0]), min(samples[0])
         copy_bytes = ideal_bytes(n, d, "fwd", _itemsize(dt))
         copy_gbps = copy_bytes / copy_med / 1e9

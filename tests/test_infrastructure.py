@@ -50,6 +50,21 @@ def test_stored_results_roundtrip_and_absence(tmp_path, monkeypatch):
         results.load_stored("demo")
 
 
+def test_results_is_the_only_writer_of_provenance_records():
+    # One writer: a second hand-rolled {"provenance": ..., "data": ...} dump would drift.
+    from pathlib import Path
+
+    import normedu
+
+    root = Path(normedu.__file__).parent
+    writers = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if '{"provenance":' in p.read_text()
+    ]
+    assert writers == ["results.py"], writers
+
+
 def make_claim(i: str, chapter: str = "ch", verdict: str = "confirmed") -> ledger.Claim:
     return ledger.Claim(
         id=i,
