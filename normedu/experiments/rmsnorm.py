@@ -195,13 +195,17 @@ def _time_partial(x: np.ndarray, ps) -> np.ndarray:
     import torch
 
     from ..timing import Timer, inner_for, interleaved
+    from . import threads
 
     xt = torch.from_numpy(x)
     timer = Timer("cpu")
     fns = [functools.partial(partial_rms, xt, p, 1e-5) for p in ps]
-    # Each sample repeats a call for about 10 ms: one call of 1024 rows takes well under one.
-    inner = [inner_for(timer(fn), 0.01) for fn in fns]
-    samples = interleaved(fns, 15, timer=timer, inner=inner)
+    # One thread: the ratio compares reductions, and two threads fighting over a loaded
+    # machine's cores make a call up to 50x slower at random.
+    with threads(1):
+        # Each sample repeats a call for about 10 ms: one call of 1024 rows takes about 1 ms.
+        inner = [inner_for(timer(fn), 0.01) for fn in fns]
+        samples = interleaved(fns, 15, timer=timer, inner=inner)
     out = [statistics.median(s) for s in samples]
     full = out[ps.index(1.0)] if 1.0 in ps else float("nan")
     return np.array(out) / full
