@@ -73,6 +73,7 @@ __all__ = [
     "FastLayerNorm",
     "FastRMSNorm",
     "kernel_source",
+    "glue_source",
     "backend",
     "raise_recompile_limit",
 ]
@@ -314,24 +315,23 @@ def _stats_like(x2d: Tensor, *params: Tensor | None) -> tuple[Tensor, Tensor]:
     return tuple(torch.empty(n, dtype=torch.float32, device=x2d.device) for _ in range(2))
 
 
-@torch.library.custom_op("normedu::layer_norm", mutates_args=())
-def _ln_op(x2d: Tensor, weight: Tensor, bias: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+def _ln_impl(
+    x2d: Tensor, weight: Tensor, bias: Tensor, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
     """(y, mean, rstd) of LayerNorm on a contiguous (N, D) x; stats (N,) or empty."""
     mean, rstd = _stats_like(x2d, weight, bias)
     y = _forward("ln", x2d, weight, bias, eps, None, (mean, rstd) if mean.numel() else None)
     return y, mean, rstd
 
 
-@torch.library.custom_op("normedu::rms_norm", mutates_args=())
-def _rms_op(x2d: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+def _rms_impl(x2d: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """(y, mean, rstd) of RMSNorm on a contiguous (N, D) x; stats (N,) or empty."""
     mean, rstd = _stats_like(x2d, weight)
     y = _forward("rms", x2d, weight, None, eps, None, (mean, rstd) if mean.numel() else None)
     return y, mean, rstd
 
 
-@torch.library.custom_op("normedu::layer_norm_backward", mutates_args=())
-def _ln_backward_op(
+def _ln_backward_impl(
     dy: Tensor, x2d: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dweight, dbias); reuses the forward's (mean, rstd) when they are not empty."""
@@ -340,8 +340,7 @@ def _ln_backward_op(
     return dx, dw, db
 
 
-@torch.library.custom_op("normedu::rms_norm_backward", mutates_args=())
-def _rms_backward_op(
+def _rms_backward_impl(
     dy: Tensor, x2d: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, eps: float
 ) -> tuple[Tensor, Tensor]:
     """(dx, dweight) of RMSNorm."""
@@ -350,24 +349,33 @@ def _rms_backward_op(
     return dx, dw
 
 
-@_ln_op.register_fake
-def _(x2d, weight, bias, eps):
+def _ln_fake(x2d, weight, bias, eps):
+    # Shapes and dtypes only: what torch.compile needs to trace around the kernel.
     return (torch.empty_like(x2d), *_stats_like(x2d, weight, bias))
 
 
-@_rms_op.register_fake
-def _(x2d, weight, eps):
+def _rms_fake(x2d, weight, eps):
     return (torch.empty_like(x2d), *_stats_like(x2d, weight))
 
 
-@_ln_backward_op.register_fake
-def _(dy, x2d, weight, mean, rstd, eps):
+def _ln_backward_fake(dy, x2d, weight, mean, rstd, eps):
     return torch.empty_like(x2d), torch.empty_like(weight), torch.empty_like(weight)
 
 
-@_rms_backward_op.register_fake
-def _(dy, x2d, weight, mean, rstd, eps):
+def _rms_backward_fake(dy, x2d, weight, mean, rstd, eps):
     return torch.empty_like(x2d), torch.empty_like(weight)
+
+
+def _op(name: str, impl, fake):
+    op = torch.library.custom_op(f"normedu::{name}", impl, mutates_args=())
+    op.register_fake(fake)
+    return op
+
+
+_ln_op = _op("layer_norm", _ln_impl, _ln_fake)
+_rms_op = _op("rms_norm", _rms_impl, _rms_fake)
+_ln_backward_op = _op("layer_norm_backward", _ln_backward_impl, _ln_backward_fake)
+_rms_backward_op = _op("rms_norm_backward", _rms_backward_impl, _rms_backward_fake)
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -392,6 +400,16 @@ def _rms_autograd(ctx, dy: Tensor, _dmean, _drstd):
 
 _ln_op.register_autograd(_ln_autograd, setup_context=_setup_context)
 _rms_op.register_autograd(_rms_autograd, setup_context=_setup_context)
+
+
+def glue_source() -> str:
+    """Source of the glue between LayerNorm's kernels and torch, for the book: the op's
+    implementation, its fake (shape-only) implementation, and its autograd formula.
+    RMSNorm's is the same without the bias."""
+    import inspect
+
+    parts = (_ln_impl, _ln_fake, _op, _setup_context, _ln_autograd)
+    return "\n\n".join(inspect.getsource(f) for f in parts)
 
 
 def _needs_grad(*tensors: Tensor | None) -> bool:
