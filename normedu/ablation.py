@@ -8,15 +8,16 @@
 - ``c, ordinary stores``: the C kernel (:mod:`normedu.cpu_kernels`, 64 partial sums);
 - ``c, streaming stores``: the same with non-temporal stores.
 
-Variants run round-robin, each call preceded by an untimed one (see
-:data:`normedu.bench.PRIME_BELOW_S`), and the fastest of ``reps`` calls is kept: on a shared
-machine interference only ever slows a call down.
+Variants run interleaved round-robin through :func:`normedu.timing.interleaved`, each call
+preceded by an untimed one, and the fastest of ``reps`` calls is kept: on a shared machine
+interference only ever slows a call down.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
+
+from .timing import interleaved
 
 __all__ = ["cpu_kernel_ablation"]
 
@@ -48,15 +49,10 @@ def cpu_kernel_ablation(n: int = 2048, d: int = 4096, reps: int = 9, seed: int =
         "c, ordinary stores": lambda: cpu_kernels.layer_norm_forward(x, w, b, eps, out, False),
         "c, streaming stores": lambda: cpu_kernels.layer_norm_forward(x, w, b, eps, out, True),
     }
-    best = {k: float("inf") for k in variants}
     for fn in variants.values():  # compile and fault everything in before timing
         fn()
-    for _ in range(reps):
-        for name, fn in variants.items():
-            fn()
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
+    samples = interleaved(list(variants.values()), reps, prime=True)
+    best = {name: min(s) for name, s in zip(variants, samples, strict=True)}
     return {
         "n": n,
         "d": d,

@@ -37,6 +37,12 @@ The compiled kernels were the first design and remain the portable one:
   every 4 KiB page takes a page fault and the operating system zeroes the page: a hidden
   extra pass over memory. :mod:`normedu.bench` measures both.
 
+The kernels are registered as ``torch.library`` custom ops (``normedu::layer_norm``,
+``normedu::rms_norm`` and their backwards) with fake implementations (output shapes only) and
+a registered autograd formula, so ``torch.compile(model, fullgraph=True)`` traces a model
+built from :class:`FastLayerNorm`/:class:`FastRMSNorm` as one graph in which each norm is
+one opaque node; the ctypes call into C stays invisible to the tracer.
+
 Compile cost: ``dynamic=False`` specializes each kernel to its shape and dtype. The first call
 with a new ``(N, D, dtype, device)`` compiles (seconds on a CPU, cached on disk by Inductor
 for later processes); later calls with that shape run the compiled code directly. The module
@@ -67,6 +73,7 @@ __all__ = [
     "FastLayerNorm",
     "FastRMSNorm",
     "kernel_source",
+    "glue_source",
     "backend",
     "raise_recompile_limit",
 ]
@@ -290,58 +297,129 @@ def _check_out(out: Tensor, x: Tensor) -> None:
         raise ValueError("out must be contiguous")
 
 
-# --------------------------------------------------------------------------- autograd
+# --------------------------------------------------------------------------- custom ops
+# The kernels are torch.library custom ops: torch.compile sees each as one opaque node (its
+# "fake" implementation gives the output shapes without running it) and differentiates it
+# with the registered backward, so a compiled model with FastLayerNorm keeps one graph.
+# Each forward also returns the row statistics ``(mean, rstd)`` the C kernel saves for its
+# backward: (N,) float32 for backend "c", empty for the others (which recompute them, because
+# extra outputs split Inductor's CPU loop; see the module docstring).
 
 
-def _stats_buffers(x2d: Tensor, *params: Tensor | None) -> tuple[Tensor, ...]:
-    """(mean, rstd) buffers of N floats for the C kernel to save, or () for other backends.
-
-    Saving them is free in C (N numbers beside N * D); the compiled kernels recompute them
-    instead, because extra outputs split Inductor's CPU loop (see the module docstring).
-    """
-    if backend(x2d) != "c" or not _c_params(*params):
-        return ()
-    n = x2d.shape[0]
-    return torch.empty(n), torch.empty(n)
+def _saves_stats(x2d: Tensor, *params: Tensor | None) -> bool:
+    return backend(x2d) == "c" and _c_params(*params)
 
 
-class _LayerNormFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x2d: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-        stats = _stats_buffers(x2d, weight, bias)
-        ctx.save_for_backward(x2d, weight, *stats)
-        ctx.eps = eps
-        # detach: the kernel then sees the same tensors as in inference and is not recompiled
-        return _forward(
-            "ln", x2d.detach(), weight.detach(), bias.detach(), eps, None, stats or None
-        )
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dy: Tensor):
-        x2d, weight, *stats = ctx.saved_tensors
-        dx, dw, db = _backward("ln", dy.contiguous(), x2d, weight, ctx.eps, stats or None)
-        return dx, dw, db, None
+def _stats_like(x2d: Tensor, *params: Tensor | None) -> tuple[Tensor, Tensor]:
+    n = x2d.shape[0] if _saves_stats(x2d, *params) else 0
+    return tuple(torch.empty(n, dtype=torch.float32, device=x2d.device) for _ in range(2))
 
 
-class _RMSNormFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x2d: Tensor, weight: Tensor, eps: float) -> Tensor:
-        stats = _stats_buffers(x2d, weight)
-        ctx.save_for_backward(x2d, weight, *stats)
-        ctx.eps = eps
-        return _forward("rms", x2d.detach(), weight.detach(), None, eps, None, stats or None)
+def _ln_impl(
+    x2d: Tensor, weight: Tensor, bias: Tensor, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(y, mean, rstd) of LayerNorm on a contiguous (N, D) x; stats (N,) or empty."""
+    mean, rstd = _stats_like(x2d, weight, bias)
+    y = _forward("ln", x2d, weight, bias, eps, None, (mean, rstd) if mean.numel() else None)
+    return y, mean, rstd
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, dy: Tensor):
-        x2d, weight, *stats = ctx.saved_tensors
-        dx, dw = _backward("rms", dy.contiguous(), x2d, weight, ctx.eps, stats or None)
-        return dx, dw, None
+
+def _rms_impl(x2d: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(y, mean, rstd) of RMSNorm on a contiguous (N, D) x; stats (N,) or empty."""
+    mean, rstd = _stats_like(x2d, weight)
+    y = _forward("rms", x2d, weight, None, eps, None, (mean, rstd) if mean.numel() else None)
+    return y, mean, rstd
+
+
+def _ln_backward_impl(
+    dy: Tensor, x2d: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx, dweight, dbias); reuses the forward's (mean, rstd) when they are not empty."""
+    stats = (mean, rstd) if mean.numel() else None
+    dx, dw, db = _backward("ln", dy.contiguous(), x2d, weight, eps, stats)
+    return dx, dw, db
+
+
+def _rms_backward_impl(
+    dy: Tensor, x2d: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, eps: float
+) -> tuple[Tensor, Tensor]:
+    """(dx, dweight) of RMSNorm."""
+    stats = (mean, rstd) if mean.numel() else None
+    dx, dw = _backward("rms", dy.contiguous(), x2d, weight, eps, stats)
+    return dx, dw
+
+
+def _ln_fake(x2d, weight, bias, eps):
+    # Shapes and dtypes only: what torch.compile needs to trace around the kernel.
+    return (torch.empty_like(x2d), *_stats_like(x2d, weight, bias))
+
+
+def _rms_fake(x2d, weight, eps):
+    return (torch.empty_like(x2d), *_stats_like(x2d, weight))
+
+
+def _ln_backward_fake(dy, x2d, weight, mean, rstd, eps):
+    return torch.empty_like(x2d), torch.empty_like(weight), torch.empty_like(weight)
+
+
+def _rms_backward_fake(dy, x2d, weight, mean, rstd, eps):
+    return torch.empty_like(x2d), torch.empty_like(weight)
+
+
+def _op(name: str, impl, fake):
+    op = torch.library.custom_op(f"normedu::{name}", impl, mutates_args=())
+    op.register_fake(fake)
+    return op
+
+
+_ln_op = _op("layer_norm", _ln_impl, _ln_fake)
+_rms_op = _op("rms_norm", _rms_impl, _rms_fake)
+_ln_backward_op = _op("layer_norm_backward", _ln_backward_impl, _ln_backward_fake)
+_rms_backward_op = _op("rms_norm_backward", _rms_backward_impl, _rms_backward_fake)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    x2d, weight, *_, eps = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x2d, weight, mean, rstd)
+    ctx.eps = eps
+    ctx.mark_non_differentiable(mean, rstd)
+
+
+def _ln_autograd(ctx, dy: Tensor, _dmean, _drstd):
+    x2d, weight, mean, rstd = ctx.saved_tensors
+    dx, dw, db = _ln_backward_op(dy, x2d, weight, mean, rstd, ctx.eps)
+    return dx, dw, db, None
+
+
+def _rms_autograd(ctx, dy: Tensor, _dmean, _drstd):
+    x2d, weight, mean, rstd = ctx.saved_tensors
+    dx, dw = _rms_backward_op(dy, x2d, weight, mean, rstd, ctx.eps)
+    return dx, dw, None
+
+
+_ln_op.register_autograd(_ln_autograd, setup_context=_setup_context)
+_rms_op.register_autograd(_rms_autograd, setup_context=_setup_context)
+
+
+def glue_source() -> str:
+    """Source of the glue between LayerNorm's kernels and torch, for the book: the op's
+    implementation, its fake (shape-only) implementation, and its autograd formula.
+    RMSNorm's is the same without the bias."""
+    import inspect
+
+    parts = (_ln_impl, _ln_fake, _op, _setup_context, _ln_autograd)
+    return "\n\n".join(inspect.getsource(f) for f in parts)
 
 
 def _needs_grad(*tensors: Tensor | None) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _eager_inference(*tensors: Tensor | None) -> bool:
+    # Outside torch.compile and without autograd the op's dispatch and its statistics
+    # outputs buy nothing: call the kernel directly, as the benchmark's timings assume.
+    return not torch.compiler.is_compiling() and not _needs_grad(*tensors)
 
 
 def layer_norm(
@@ -369,10 +447,9 @@ def layer_norm(
         _check_out(out, x)
         _forward("ln", x2d, w, b, float(eps), out.view(-1, x.shape[-1]))
         return out
-    if _needs_grad(x, weight, bias):
-        y = _LayerNormFn.apply(x2d, w, b, float(eps))
-    else:
-        y = _forward("ln", x2d, w, b, float(eps))
+    if _eager_inference(x, weight, bias):
+        return _forward("ln", x2d, w, b, float(eps)).view(x.shape)
+    y, _, _ = _ln_op(x2d, w, b, float(eps))
     return y.view(x.shape)
 
 
@@ -391,10 +468,9 @@ def rms_norm(
         _check_out(out, x)
         _forward("rms", x2d, w, None, float(eps), out.view(-1, x.shape[-1]))
         return out
-    if _needs_grad(x, weight):
-        y = _RMSNormFn.apply(x2d, w, float(eps))
-    else:
-        y = _forward("rms", x2d, w, None, float(eps))
+    if _eager_inference(x, weight):
+        return _forward("rms", x2d, w, None, float(eps)).view(x.shape)
+    y, _, _ = _rms_op(x2d, w, float(eps))
     return y.view(x.shape)
 
 

@@ -14,9 +14,10 @@ Conventions (shared by every function here, and identical to PyTorch's):
   "0.9 on the old value" convention of some texts is the same update written the other way.
 * The variance is computed in two passes (subtract the mean, then square), which stays
   accurate for rows with a large offset where ``E[x^2] - E[x]^2`` cancels catastrophically.
-* Results come back in the input's dtype. float16 inputs are computed in float32, float32
-  inputs in float64 (a reference should be exact for the inputs it is given), float64 in
-  float64. Integer inputs are promoted to float64.
+* Results come back in the input's dtype, gradients included (``dx``, ``dgamma``,
+  ``dbeta``); returned running statistics in the dtype of the running buffers. float16
+  inputs are computed in float32, float32 inputs in float64 (a reference should be exact for
+  the inputs it is given), float64 in float64. Integer inputs are promoted to float64.
 * A constant row normalizes to exact zeros (never NaN), also with ``eps=0``.
 
 Shapes:
@@ -82,6 +83,11 @@ def _as_float(x: ArrayLike, name: str) -> tuple[Array, np.dtype]:
     elif arr.dtype == np.float32:
         arr = arr.astype(np.float64)
     return arr, out_dtype
+
+
+def _in_dtype(dtype: np.dtype, *arrays: Array) -> tuple[Array, ...]:
+    """Every array cast to ``dtype``: a backward's gradients all come back in x's dtype."""
+    return tuple(a.astype(dtype, copy=False) for a in arrays)
 
 
 def _check_eps(eps: float) -> None:
@@ -214,7 +220,7 @@ def layer_norm_backward(
     dx = rstd * (
         gx - gx.mean(axis=-1, keepdims=True) - x_hat * (gx * x_hat).mean(axis=-1, keepdims=True)
     )
-    return dx.astype(out_dtype, copy=False), dgamma, dbeta
+    return _in_dtype(out_dtype, dx, dgamma, dbeta)
 
 
 def layer_norm_jacobian(x: ArrayLike, eps: float = 1e-5) -> Array:
@@ -297,7 +303,7 @@ def rms_norm_backward(
     dgamma = np.sum(dy * x_hat, axis=tuple(range(xf.ndim - 1)))
     gx = dy * g if g is not None else dy
     dx = rstd * (gx - x_hat * (gx * x_hat).mean(axis=-1, keepdims=True))
-    return dx.astype(out_dtype, copy=False), dgamma
+    return _in_dtype(out_dtype, dx, dgamma)
 
 
 def rms_norm_jacobian(x: ArrayLike, eps: float = 1e-5) -> Array:
@@ -335,6 +341,7 @@ def _bn_axes(x: Array) -> tuple[tuple[int, ...], int, tuple[int, ...]]:
 
 def batch_norm(
     x: ArrayLike,
+    *,
     gamma: ArrayLike | None = None,
     beta: ArrayLike | None = None,
     running_mean: ArrayLike | None = None,
@@ -344,6 +351,12 @@ def batch_norm(
     eps: float = 1e-5,
 ) -> tuple[Array, Array | None, Array | None]:
     """Batch normalization (Ioffe & Szegedy, 2015) with PyTorch's conventions.
+
+    Everything after ``x`` is keyword-only, and the four (C,) arrays come in the order
+    ``gamma, beta, running_mean, running_var`` (the order of :func:`normedu.nn.batch_norm`'s
+    ``weight, bias, running_mean, running_var``): four same-shaped arrays passed by position
+    could be swapped silently. Example: ``batch_norm(x, gamma=g, beta=b, running_mean=rm,
+    running_var=rv, training=True)``.
 
     Inputs:
     - x: shape (N, C) for an MLP or (N, C, *spatial), e.g. (N, C, H, W), for a CNN.
@@ -360,9 +373,10 @@ def batch_norm(
     Returns a tuple of:
     - out: shape of x, dtype of x.
     - new_running_mean: (C,) ``(1 - momentum) * running_mean + momentum * batch_mean``
-      (or the unchanged/None input in eval mode / when not tracked).
+      (or an unchanged copy in eval mode; None when not tracked), in running_mean's dtype.
     - new_running_var: (C,) same update with the **unbiased** batch variance
-      (``var * m / (m - 1)``, m = elements per channel), as ``nn.BatchNorm1d`` stores it.
+      (``var * m / (m - 1)``, m = elements per channel), as ``nn.BatchNorm1d`` stores it;
+      in running_var's dtype.
 
     The inputs are never modified in place.
     """
@@ -379,6 +393,12 @@ def batch_norm(
     rv = _check_feature_param(running_var, c, "running_var", xf.shape, "the channel axis (axis 1)")
     if (rm is None) != (rv is None):
         raise ValueError("pass both running_mean and running_var, or neither")
+    # The running statistics come back in the dtype of the buffers they update.
+    stat_dtypes = (
+        (_as_float(running_mean, "running_mean")[1], _as_float(running_var, "running_var")[1])
+        if rm is not None
+        else None
+    )
 
     if training:
         m = xf.size // c
@@ -402,6 +422,8 @@ def batch_norm(
         out = out * g.reshape(bshape)
     if b is not None:
         out = out + b.reshape(bshape)
+    if stat_dtypes is not None:
+        rm, rv = rm.astype(stat_dtypes[0], copy=False), rv.astype(stat_dtypes[1], copy=False)
     return out.astype(out_dtype, copy=False), rm, rv
 
 
@@ -435,7 +457,7 @@ def batch_norm_backward(
     dx = rstd * (
         gx - gx.mean(axis=axes, keepdims=True) - x_hat * (gx * x_hat).mean(axis=axes, keepdims=True)
     )
-    return dx.astype(out_dtype, copy=False), dgamma, dbeta
+    return _in_dtype(out_dtype, dx, dgamma, dbeta)
 
 
 # --------------------------------------------------------------------------- GroupNorm

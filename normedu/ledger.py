@@ -84,7 +84,12 @@ def verdict_within(measured: float, expected: float, rtol: float) -> str:
 
 
 def record(*claims: Claim, directory: Path | None = None) -> list[Claim]:
-    """Store the claims of one chapter (merging with that chapter's earlier records by id)."""
+    """Store the claims of each chapter among ``claims``, replacing that chapter's records.
+
+    A chapter's checks run as one call, so its file holds exactly what the last run
+    produced: a claim id the chapter no longer checks does not survive as a ghost. Other
+    chapters' files are untouched.
+    """
     if not claims:
         return []
     directory = Path(directory) if directory else ledger_dir()
@@ -94,9 +99,7 @@ def record(*claims: Claim, directory: Path | None = None) -> list[Claim]:
         by_chapter.setdefault(c.chapter, []).append(c)
     for chapter, new in by_chapter.items():
         path = directory / f"{chapter}.json"
-        old = {c["id"]: c for c in json.loads(path.read_text())} if path.exists() else {}
-        old.update({c.id: asdict(c) for c in new})
-        path.write_text(json.dumps(list(old.values()), indent=1) + "\n")
+        path.write_text(json.dumps([asdict(c) for c in new], indent=1) + "\n")
     return list(claims)
 
 

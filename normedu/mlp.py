@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from .nn import make_norm
+from .nn import make_norm, norm_classes
 
 __all__ = ["ACTIVATION_GAINS", "deep_mlp", "activation", "hidden_linears", "norm_layers"]
 
@@ -47,9 +47,8 @@ def deep_mlp(
     Inputs:
     - d_in, width, d_out: input features, hidden width, outputs (e.g. classes).
     - depth: number of hidden blocks (>= 1).
-    - norm: ``"none"``, ``"batchnorm"``, ``"layernorm"``, ``"rmsnorm"`` or
-      ``"groupnorm"`` (all from :func:`normedu.nn.make_norm`; GroupNorm uses groups of 8
-      features, :func:`normedu.nn.default_groups`).
+    - norm: ``"none"`` or a kind of :data:`normedu.norms.NORMS` (``"batchnorm"``,
+      ``"layernorm"``, ``"rmsnorm"``, ``"groupnorm"``), built by :func:`normedu.nn.make_norm`.
     - act: ``"tanh"``, ``"relu"`` or ``"identity"``.
     - gain: hidden weights ~ N(0, (gain/sqrt(fan_in))^2); default :data:`ACTIVATION_GAINS`
       of ``act``. The output layer is scaled by 0.1 so the initial softmax is near uniform.
@@ -97,17 +96,6 @@ def hidden_linears(model: nn.Module) -> list[nn.Linear]:
 
 
 def norm_layers(model: nn.Module) -> list[nn.Module]:
-    """Every normalization module of ``model`` (normedu or torch LayerNorm/BatchNorm/GroupNorm)."""
-    from . import nn as nnn
-
-    kinds = (
-        nnn.LayerNorm,
-        nnn.RMSNorm,
-        nnn.BatchNorm1d,
-        nnn.GroupNorm,
-        nn.LayerNorm,
-        nn.GroupNorm,
-        nn.BatchNorm1d,
-        nn.BatchNorm2d,
-    )
+    """Every normalization module of ``model``: the registered norms, normedu's or torch's."""
+    kinds = norm_classes()
     return [m for m in model.modules() if isinstance(m, kinds)]

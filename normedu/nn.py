@@ -16,8 +16,12 @@ Shapes:
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch import Tensor, nn
+
+from . import norms
 
 __all__ = [
     "layer_norm",
@@ -28,8 +32,8 @@ __all__ = [
     "RMSNorm",
     "BatchNorm1d",
     "GroupNorm",
-    "default_groups",
     "make_norm",
+    "norm_classes",
 ]
 
 
@@ -87,15 +91,22 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
 
 def batch_norm(
     x: Tensor,
-    running_mean: Tensor | None,
-    running_var: Tensor | None,
+    *,
     weight: Tensor | None = None,
     bias: Tensor | None = None,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
     training: bool = True,
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
     """BatchNorm for x (N, C) or (N, C, L), updating ``running_*`` **in place** in training.
+
+    Everything after ``x`` is keyword-only; the four (C,) tensors are ``weight, bias,
+    running_mean, running_var``, the order of :func:`normedu.functional.batch_norm`'s
+    ``gamma, beta, running_mean, running_var`` (``torch.nn.functional.batch_norm`` puts the
+    running statistics first, which is why no position is trusted). ``running_*`` None: no
+    tracking (training mode only).
 
     The in-place update mirrors ``F.batch_norm`` so that the module below can hold the
     running statistics as buffers.
@@ -240,10 +251,10 @@ class BatchNorm1d(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return batch_norm(
             x,
-            self.running_mean,
-            self.running_var,
-            self.weight,
-            self.bias,
+            weight=self.weight,
+            bias=self.bias,
+            running_mean=self.running_mean,
+            running_var=self.running_var,
             training=self.training,
             momentum=self.momentum,
             eps=self.eps,
@@ -278,29 +289,39 @@ class GroupNorm(nn.Module):
         return f"{self.groups}, {self.c}, eps={self.eps}, affine={self.weight is not None}"
 
 
-def default_groups(c: int) -> int:
-    """Groups for ``make_norm("groupnorm", c)``: groups of 8 channels, or one group when C is
-    not a multiple of 8. Wu & He (2018) found 32 groups best for ResNet's wide channels; the
-    course's layers are narrow (64), where 32 groups would leave 2 channels each."""
-    return c // 8 if c % 8 == 0 else 1
+nn_module = sys.modules[__name__]
+
+
+def _module_class(spec: norms.NormSpec) -> type[nn.Module]:
+    # "torch.nn.Name": a norm the course takes from torch; otherwise a class of this module.
+    return getattr(nn if spec.module.startswith("torch.nn.") else nn_module, spec.class_name)
 
 
 def make_norm(kind: str, d: int, eps: float = 1e-5) -> nn.Module:
-    """Build a norm by name: ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"``, ``"groupnorm"``
-    or ``"none"``.
+    """Build the norm ``kind`` of :data:`normedu.norms.NORMS` for width ``d``, or ``"none"``.
 
+    ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"``, ``"groupnorm"`` (groups of
+    :func:`normedu.norms.groups_for`) or ``"none"`` (an ``nn.Identity``); case-insensitive.
     Models that take a ``norm=`` switch call this so every experiment spells the kinds the same.
-    ``"groupnorm"`` expects inputs (N, d, *spatial), channels on axis 1, and uses
-    :func:`default_groups`.
+    ``"groupnorm"`` expects inputs (N, d, *spatial), channels on axis 1.
     """
-    kinds = {
-        "layernorm": lambda: LayerNorm(d, eps),
-        "rmsnorm": lambda: RMSNorm(d, eps),
-        "batchnorm": lambda: BatchNorm1d(d, eps),
-        "groupnorm": lambda: GroupNorm(default_groups(d), d, eps),
-        "none": nn.Identity,
-    }
-    try:
-        return kinds[kind.lower()]()
-    except KeyError:
-        raise ValueError(f"unknown norm {kind!r}; choose one of {sorted(kinds)}") from None
+    if kind.lower() == norms.NONE:
+        return nn.Identity()
+    spec = norms.get(kind)
+    cls = _module_class(spec)
+    if spec.grouped:
+        return cls(norms.groups_for(d), d, eps=eps)
+    return cls(d, eps=eps)
+
+
+def norm_classes(*, per_token: bool | None = None) -> tuple[type[nn.Module], ...]:
+    """The module classes of the registered norms, normedu's and torch's (for isinstance).
+
+    ``per_token``: only the norms that do (True) or do not (False) normalize each row alone.
+    """
+    found: list[type[nn.Module]] = []
+    for spec in norms.NORMS:
+        if per_token is None or spec.per_token == per_token:
+            found.append(_module_class(spec))
+            found += [getattr(nn, n) for n in spec.torch_modules if hasattr(nn, n)]
+    return tuple(dict.fromkeys(found))

@@ -1,8 +1,14 @@
-"""Stored results: small JSON files committed under ``results/`` with their provenance.
+"""Results with provenance: the one writer and reader of ``{"provenance", "data"}`` JSON.
 
-Full-size GPU runs cannot happen while the book builds on a CPU, so their output is stored as
-``results/gpu/<name>.json`` = ``{"provenance": {...}, "data": {...}}`` and plotted beside the
-live CPU run. A missing file means "not measured yet": the pages say so and never invent it.
+Every measured result that is kept on disk goes through :func:`write_record`: the stored GPU
+runs (``results/gpu/<name>.json``, :func:`save_stored`), the CPU grading benchmark
+(``results/cpu/``), a benchmark run written with :meth:`normedu.bench.BenchResult.save`,
+and ``python -m normedu.experiments --store --out DIR``. A record is
+``{"provenance": {...}, "data": ...}`` (see :func:`normedu.provenance.provenance`).
+
+Full-size GPU runs cannot happen while the book builds on a CPU, so their output is stored
+and plotted beside the live CPU run. A missing file means "not measured yet": the pages say
+so and never invent it.
 """
 
 from __future__ import annotations
@@ -13,8 +19,42 @@ from typing import Any
 
 from .provenance import provenance
 
+__all__ = [
+    "RESULTS_DIR",
+    "write_record",
+    "read_record",
+    "check_record",
+    "stored_path",
+    "load_stored",
+    "save_stored",
+]
+
 #: The repository's results folder (the package is used from a checkout).
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+def write_record(path: str | Path, data: Any, prov: dict[str, Any]) -> Path:
+    """Write ``{"provenance": prov, "data": data}`` to ``path`` (sorted keys, indent 1).
+
+    ``data`` must be JSON-serialisable; parent folders are created.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"provenance": prov, "data": data}
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def check_record(record: Any, what: str = "a stored result") -> dict[str, Any]:
+    """``record`` itself if it has the keys ``provenance`` and ``data``; ValueError otherwise."""
+    if not isinstance(record, dict) or not {"provenance", "data"} <= set(record):
+        raise ValueError(f"{what} is not a stored result: expected keys 'provenance' and 'data'")
+    return record
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    """The ``{"provenance", "data"}`` record at ``path`` (ValueError if it is not one)."""
+    return check_record(json.loads(Path(path).read_text()), str(path))
 
 
 def stored_path(name: str, kind: str = "gpu") -> Path:
@@ -24,20 +64,11 @@ def stored_path(name: str, kind: str = "gpu") -> Path:
 def load_stored(name: str, kind: str = "gpu") -> dict[str, Any] | None:
     """Return ``{"provenance", "data"}`` for a stored result, or None if it was never stored."""
     path = stored_path(name, kind)
-    if not path.exists():
-        return None
-    record = json.loads(path.read_text())
-    if not {"provenance", "data"} <= set(record):
-        raise ValueError(f"{path} is not a stored result: expected keys 'provenance' and 'data'")
-    return record
+    return read_record(path) if path.exists() else None
 
 
 def save_stored(
     name: str, data: Any, kind: str = "gpu", command: str | None = None, device=None
 ) -> Path:
     """Write ``data`` (JSON-serialisable) with provenance to ``results/<kind>/<name>.json``."""
-    path = stored_path(name, kind)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"provenance": provenance(command, device=device), "data": data}
-    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    return path
+    return write_record(stored_path(name, kind), data, provenance(command, device=device))

@@ -10,9 +10,10 @@ one of two ways (``placement``):
 - ``"pre"`` (GPT-2, LLaMA): ``x = x + Sublayer(Norm(x))``; the residual stream is never
   normalized, and a final norm sits after the last block (``final_norm=None`` picks this).
 
-``norm`` is ``"layernorm"``, ``"rmsnorm"`` or ``"none"`` (built with
-:func:`normedu.nn.make_norm`), and ``residual=False`` removes the skip connections (the
-ablation of the gradient-highway experiment).
+``norm`` is a per-token norm of :data:`normedu.norms.NORMS` (``"layernorm"``,
+``"rmsnorm"``) or ``"none"`` (built with :func:`normedu.nn.make_norm`), and
+``residual=False`` removes the skip connections (the ablation of the gradient-highway
+experiment).
 
 Shapes: token ids ``idx`` (B, T) int64 with T <= ``max_len``; hidden states (B, T, D);
 logits (B, T, V). Initialisation is deterministic given ``seed``.
@@ -27,7 +28,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .nn import make_norm
+from . import norms
+from .nn import make_norm, norm_classes
 
 __all__ = [
     "GPTConfig",
@@ -39,7 +41,8 @@ __all__ = [
 ]
 
 PLACEMENTS = ("pre", "post")
-NORMS = ("layernorm", "rmsnorm", "none")
+#: The per-token norms of the registry, and no norm.
+NORMS = (*norms.kinds(per_token=True), norms.NONE)
 INITS = ("xavier", "gpt2")
 
 
@@ -216,7 +219,7 @@ class TinyGPT(nn.Module):
                 module.weight.copy_(torch.randn(module.weight.shape, generator=gen) * std)
         for module in self.modules():
             # make_norm's modules already start at gamma = 1, beta = 0; reset in case of reuse.
-            if hasattr(module, "weight") and type(module).__name__ in ("LayerNorm", "RMSNorm"):
+            if isinstance(module, norm_classes()) and getattr(module, "weight", None) is not None:
                 module.weight.fill_(1.0)
                 if getattr(module, "bias", None) is not None:
                     module.bias.zero_()
@@ -244,6 +247,6 @@ class TinyGPT(nn.Module):
 
 
 def count_norms(model: nn.Module) -> int:
-    """Number of LayerNorm/RMSNorm modules (normedu's or torch's) inside ``model``."""
-    kinds = ("LayerNorm", "RMSNorm")
-    return sum(type(m).__name__ in kinds for m in model.modules())
+    """Number of per-token norm modules (LayerNorm, RMSNorm; normedu's or torch's) in ``model``."""
+    kinds = norm_classes(per_token=True)
+    return sum(isinstance(m, kinds) for m in model.modules())

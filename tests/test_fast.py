@@ -268,3 +268,23 @@ def test_float64_parameters_on_float32_input_fall_back_to_the_compiled_kernel(da
     torch.testing.assert_close(y.double(), F.layer_norm(x.double(), (D,), wr, br, EPS), **TOL)
     torch.testing.assert_close(xg.grad.double(), xr.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(w64.grad, wr.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_torch_compile_fullgraph_runs_a_model_of_fast_norms_like_eager():
+    # The kernels are torch.library custom ops, so Dynamo keeps one graph (fullgraph=True
+    # raises on any break) and differentiates through their registered backward.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        fast.FastLayerNorm(16), torch.nn.Linear(16, 16), fast.FastRMSNorm(16)
+    )
+    x = 3.0 + 2.0 * torch.randn(6, 16)
+    up = torch.randn(6, 16)
+    grads = []
+    for run in (model, torch.compile(model, fullgraph=True)):
+        xg = x.clone().requires_grad_(True)
+        model.zero_grad()
+        y = run(xg)
+        y.backward(up)
+        grads.append((y.detach(), xg.grad, *(p.grad.clone() for p in model.parameters())))
+    for eager, compiled in zip(*grads, strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)

@@ -79,7 +79,16 @@ def test_batch_norm_training_matches_torch(shape, seed, eps, momentum):
     rm, rv = r.normal(size=c), r.uniform(0.5, 2, size=c)
     rm_t, rv_t = t(rm.copy()), t(rv.copy())
     want = TF.batch_norm(t(x), rm_t, rv_t, t(g), t(b), training=True, momentum=momentum, eps=eps)
-    out, new_rm, new_rv = F.batch_norm(x, g, b, rm, rv, training=True, momentum=momentum, eps=eps)
+    out, new_rm, new_rv = F.batch_norm(
+        x,
+        gamma=g,
+        beta=b,
+        running_mean=rm,
+        running_var=rv,
+        training=True,
+        momentum=momentum,
+        eps=eps,
+    )
     np.testing.assert_allclose(out, want.numpy(), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(new_rm, rm_t.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(new_rv, rv_t.numpy(), rtol=1e-12, atol=1e-12)
@@ -93,7 +102,9 @@ def test_batch_norm_eval_matches_torch_and_leaves_stats(shape, seed):
     x = r.normal(size=shape)
     g, b, rm, rv = r.normal(size=c), r.normal(size=c), r.normal(size=c), r.uniform(0.5, 2, c)
     want = TF.batch_norm(t(x), t(rm), t(rv), t(g), t(b), training=False, eps=1e-5).numpy()
-    out, new_rm, new_rv = F.batch_norm(x, g, b, rm, rv, training=False)
+    out, new_rm, new_rv = F.batch_norm(
+        x, gamma=g, beta=b, running_mean=rm, running_var=rv, training=False
+    )
     np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(new_rm, rm)
     np.testing.assert_array_equal(new_rv, rv)
@@ -103,7 +114,7 @@ def test_batch_norm_does_not_modify_inputs_in_place():
     r = rng(1)
     x = r.normal(size=(8, 3))
     rm, rv = np.zeros(3), np.ones(3)
-    F.batch_norm(x, None, None, rm, rv, training=True)
+    F.batch_norm(x, running_mean=rm, running_var=rv, training=True)
     np.testing.assert_array_equal(rm, np.zeros(3))
     np.testing.assert_array_equal(rv, np.ones(3))
 
@@ -116,13 +127,15 @@ def test_running_stats_follow_nn_batchnorm1d_over_steps():
     for step in range(6):
         x = r.normal(size=(16, 5)) * (step + 1) + step
         want = bn(t(x)).detach().numpy()
-        out, rm, rv = F.batch_norm(x, g, b, rm, rv, training=True)
+        out, rm, rv = F.batch_norm(
+            x, gamma=g, beta=b, running_mean=rm, running_var=rv, training=True
+        )
         np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(rm, bn.running_mean.numpy(), rtol=1e-12)
     np.testing.assert_allclose(rv, bn.running_var.numpy(), rtol=1e-12)
     bn.eval()
     x = r.normal(size=(4, 5))
-    out, _, _ = F.batch_norm(x, g, b, rm, rv, training=False)
+    out, _, _ = F.batch_norm(x, gamma=g, beta=b, running_mean=rm, running_var=rv, training=False)
     np.testing.assert_allclose(out, bn(t(x)).detach().numpy(), rtol=1e-10)
 
 
@@ -235,19 +248,19 @@ def test_backwards_match_finite_differences(seed):
     dx, dg, db = F.batch_norm_backward(dyb, xb, gb)
     np.testing.assert_allclose(
         dx,
-        numeric_grad(lambda z: np.sum(F.batch_norm(z, gb, bb)[0] * dyb), xb.copy()),
+        numeric_grad(lambda z: np.sum(F.batch_norm(z, gamma=gb, beta=bb)[0] * dyb), xb.copy()),
         rtol=1e-5,
         atol=1e-7,
     )
     np.testing.assert_allclose(
         dg,
-        numeric_grad(lambda z: np.sum(F.batch_norm(xb, z, bb)[0] * dyb), gb.copy()),
+        numeric_grad(lambda z: np.sum(F.batch_norm(xb, gamma=z, beta=bb)[0] * dyb), gb.copy()),
         rtol=1e-5,
         atol=1e-7,
     )
     np.testing.assert_allclose(
         db,
-        numeric_grad(lambda z: np.sum(F.batch_norm(xb, gb, z)[0] * dyb), bb.copy()),
+        numeric_grad(lambda z: np.sum(F.batch_norm(xb, gamma=gb, beta=z)[0] * dyb), bb.copy()),
         rtol=1e-5,
         atol=1e-7,
     )
@@ -348,6 +361,26 @@ def test_half_precision_is_computed_in_float32_and_returned_as_half():
     assert F.batch_norm(x)[0].dtype == np.float16
 
 
+def test_every_backward_and_the_running_statistics_keep_the_input_dtype():
+    # (4, 6): the channel axis of BatchNorm and the feature axis of LayerNorm/RMSNorm are both
+    # 6, so one set of arrays fits every backward of the module (new norms are swept too).
+    r = rng(8)
+    x, dy = (r.normal(size=(4, 6)).astype(np.float32) for _ in range(2))
+    gamma = r.normal(size=6).astype(np.float32)
+    backwards = [getattr(F, n) for n in F.__all__ if n.endswith("_backward")]
+    assert len(backwards) >= 3
+    for fn in backwards:
+        extra = {k: 2 for k in ("G", "num_groups", "groups") if k in fn.__code__.co_varnames}
+        grads = fn(dy, x, gamma=gamma, **extra)
+        assert [g.dtype for g in grads] == [np.float32] * len(grads), fn.__name__
+    rm, rv = np.zeros(6, np.float32), np.ones(6, np.float16)
+    for training in (True, False):
+        _, new_rm, new_rv = F.batch_norm(
+            x.astype(np.float64), running_mean=rm, running_var=rv, training=training
+        )
+        assert (new_rm.dtype, new_rv.dtype) == (np.float32, np.float16)
+
+
 def test_integer_input_is_promoted():
     np.testing.assert_allclose(
         F.layer_norm([[2, 4, -1, 3]], eps=0.0)[0], np.array([0, 2, -3, 1]) / np.sqrt(3.5)
@@ -375,7 +408,7 @@ def test_integer_input_is_promoted():
         (lambda: F.batch_norm(np.ones(4)), ValueError, ["(4,)", "(N, C)"]),
         (lambda: F.batch_norm(np.ones((1, 4))), ValueError, ["more than 1 value"]),
         (
-            lambda: F.batch_norm(np.ones((3, 4)), np.ones(3)),
+            lambda: F.batch_norm(np.ones((3, 4)), gamma=np.ones(3)),
             ValueError,
             ["gamma", "(3,)", "channel"],
         ),

@@ -50,6 +50,21 @@ def test_stored_results_roundtrip_and_absence(tmp_path, monkeypatch):
         results.load_stored("demo")
 
 
+def test_results_is_the_only_writer_of_provenance_records():
+    # One writer: a second hand-rolled {"provenance": ..., "data": ...} dump would drift.
+    from pathlib import Path
+
+    import normedu
+
+    root = Path(normedu.__file__).parent
+    writers = [
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.py")
+        if '{"provenance":' in p.read_text()
+    ]
+    assert writers == ["results.py"], writers
+
+
 def make_claim(i: str, chapter: str = "ch", verdict: str = "confirmed") -> ledger.Claim:
     return ledger.Claim(
         id=i,
@@ -61,19 +76,17 @@ def make_claim(i: str, chapter: str = "ch", verdict: str = "confirmed") -> ledge
     )
 
 
-def test_ledger_records_merge_by_id_and_render(tmp_path):
+def test_ledger_record_replaces_a_chapters_records_and_renders(tmp_path):
     ledger.record(make_claim("a"), make_claim("b", verdict="depends"), directory=tmp_path)
-    ledger.record(
-        make_claim("a", verdict="not reproduced"),
-        make_claim("c", chapter="other"),
-        directory=tmp_path,
-    )
+    ledger.record(make_claim("z", chapter="other"), directory=tmp_path)
+    # The chapter's next run no longer checks "b": no ghost of it may survive.
+    ledger.record(make_claim("a", verdict="not reproduced"), make_claim("d"), directory=tmp_path)
     claims = ledger.load(tmp_path, order=["other", "ch"])
-    assert [c.id for c in claims] == ["c", "a", "b"]
+    assert [c.id for c in claims] == ["z", "a", "d"]
     assert claims[1].verdict == "not reproduced"
     table = ledger.to_markdown(claims)
     assert table.count("\n") == 4 and "| claim a |" in table
-    assert ledger.summary(claims) == {"confirmed": 1, "depends": 1, "not reproduced": 1, "cited": 0}
+    assert ledger.summary(claims) == {"confirmed": 2, "depends": 0, "not reproduced": 1, "cited": 0}
 
 
 def test_ledger_rejects_bad_claims():

@@ -69,9 +69,22 @@ def test_batch_norm_backward_matches_torch():
     x1 = (randn(8, 3, 4, seed=1) * 2).requires_grad_()
     x2 = x1.detach().clone().requires_grad_()
     up = randn(8, 3, 4, seed=2)
-    nnu.batch_norm(x1, None, None, training=True).backward(up)
+    nnu.batch_norm(x1, training=True).backward(up)
     TF.batch_norm(x2, None, None, training=True).backward(up)
     torch.testing.assert_close(x1.grad, x2.grad)
+
+
+def test_batch_norm_channel_arrays_are_keyword_only_in_both_modules():
+    # Four same-shaped (C,) arrays passed by position could be swapped silently.
+    import numpy as np
+
+    from normedu import functional as Fn
+
+    x, c = randn(4, 3, seed=5), torch.ones(3)
+    with pytest.raises(TypeError):
+        nnu.batch_norm(x, c, c, c, c)
+    with pytest.raises(TypeError):
+        Fn.batch_norm(x.numpy(), np.ones(3), np.ones(3))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -98,12 +111,12 @@ def test_make_norm_and_errors():
     assert isinstance(nnu.make_norm("LayerNorm", 4), nnu.LayerNorm)
     assert isinstance(nnu.make_norm("rmsnorm", 4), nnu.RMSNorm)
     assert isinstance(nnu.make_norm("none", 4), torch.nn.Identity)
-    with pytest.raises(ValueError, match="unknown norm 'weightnorm'"):
-        nnu.make_norm("weightnorm", 4)
+    with pytest.raises(ValueError, match="unknown norm 'whitening'"):
+        nnu.make_norm("whitening", 4)
     with pytest.raises(ValueError, match=r"weight has shape \(3,\), expected \(4,\)"):
         nnu.layer_norm(torch.ones(2, 4), torch.ones(3))
     with pytest.raises(ValueError, match="more than 1 value per channel"):
-        nnu.batch_norm(torch.ones(1, 4), None, None, training=True)
+        nnu.batch_norm(torch.ones(1, 4), training=True)
     with pytest.raises(TypeError, match="floating-point"):
         nnu.layer_norm(torch.ones(2, 4, dtype=torch.int64))
     with pytest.raises(ValueError, match="non-empty last"):

@@ -18,7 +18,6 @@ experiment is printed.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -82,11 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         if args.out is not None:
             from ..provenance import provenance
+            from ..results import write_record
 
-            args.out.mkdir(parents=True, exist_ok=True)
-            path = args.out / f"{name}.json"
-            record = {"provenance": provenance(command.strip()), "data": data}
-            path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+            path = write_record(args.out / f"{name}.json", data, provenance(command.strip()))
         else:
             from ..results import save_stored
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,8 +145,8 @@ class PRMSResult:
     - cos_equal, cos_unequal (P,): mean cosine similarity between pRMSNorm and RMSNorm outputs
       (1.0 whatever p: a per-row rescaling does not turn a vector), so the table reports the
       output *scale* error instead: ``rel_err_*``.
-    - time_ratio (P,): time of the partial reduction divided by the full one (torch.utils
-      .benchmark on this device), or NaN where not timed.
+    - time_ratio (P,): median time of the partial reduction divided by that of the full one
+      (:func:`normedu.timing.interleaved` on this device), or NaN where not timed.
     - shape: (N, D) of the test activations.
     """
 
@@ -192,14 +193,20 @@ def prms_check(
 
 def _time_partial(x: np.ndarray, ps) -> np.ndarray:
     import torch
-    from torch.utils import benchmark
+
+    from ..timing import Timer, inner_for, interleaved
+    from . import threads
 
     xt = torch.from_numpy(x)
-    out = []
-    for p in ps:
-        stmt = "partial_rms(x, p, 1e-5)"
-        t = benchmark.Timer(stmt, globals={"partial_rms": partial_rms, "x": xt, "p": p})
-        out.append(t.blocked_autorange(min_run_time=0.2).median)
+    timer = Timer("cpu")
+    fns = [functools.partial(partial_rms, xt, p, 1e-5) for p in ps]
+    # One thread: the ratio compares reductions, and two threads fighting over a loaded
+    # machine's cores make a call up to 50x slower at random.
+    with threads(1):
+        # Each sample repeats a call for about 10 ms: one call of 1024 rows takes about 1 ms.
+        inner = [inner_for(timer(fn), 0.01) for fn in fns]
+        samples = interleaved(fns, 15, timer=timer, inner=inner)
+    out = [statistics.median(s) for s in samples]
     full = out[ps.index(1.0)] if 1.0 in ps else float("nan")
     return np.array(out) / full
 

@@ -9,6 +9,7 @@ compares it with the outputs of known mistakes (:mod:`.diagnose`) and names the 
 
 Shared pieces:
 
+- :mod:`.errors`    :class:`GradingError`, the exception every check raises.
 - :mod:`.compare`   calling student code safely and comparing arrays with readable messages.
 - :mod:`.guard`     the anti-shortcut guard (no delegating to a library's norm).
 - :mod:`.gradcheck` finite-difference gradients.
@@ -19,6 +20,7 @@ Importing this package does not import torch: the numpy-only assignments stay fa
 Only :mod:`.prepost` and the module part of :mod:`.rmsnorm` import torch, lazily.
 """
 
-from normedu.grading.compare import GradingError, assert_close, rel_error
+from normedu.grading.compare import assert_close, rel_error
+from normedu.grading.errors import GradingError
 
 __all__ = ["GradingError", "assert_close", "rel_error"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from normedu.grading.compare import GradingError
+from normedu.grading.errors import GradingError
 
 __all__ = ["answer_hash", "check_format", "check_answer"]
 

@@ -169,7 +169,16 @@ def check_forward_training(f: Callable) -> None:
     for seed, eps, scale in ((2, 1e-5, 1.0), (3, 0.3, 0.4)):
         x, gamma, beta, rm, rv = _probe(seed, scale=scale)
         out, _, _ = _fwd(f, x, gamma, beta, rm, rv, eps=eps)
-        expected, _, _ = ref.batch_norm(x, gamma, beta, rm, rv, True, 0.1, eps)
+        expected, _, _ = ref.batch_norm(
+            x,
+            gamma=gamma,
+            beta=beta,
+            running_mean=rm,
+            running_var=rv,
+            training=True,
+            momentum=0.1,
+            eps=eps,
+        )
         check_against(
             out,
             expected,
@@ -183,7 +192,16 @@ def check_forward_running(f: Callable) -> None:
     assert_no_shortcut(f)
     x, gamma, beta, rm, rv = _probe(4, n=4)
     _, rm_new, rv_new = _fwd(f, x, gamma, beta, rm, rv, momentum=0.1)
-    _, erm, erv = ref.batch_norm(x, gamma, beta, rm, rv, True, 0.1, 1e-5)
+    _, erm, erv = ref.batch_norm(
+        x,
+        gamma=gamma,
+        beta=beta,
+        running_mean=rm,
+        running_var=rv,
+        training=True,
+        momentum=0.1,
+        eps=1e-5,
+    )
     check_against(
         (rm_new, rv_new),
         (erm, erv),
@@ -199,7 +217,16 @@ def check_forward_eval(f: Callable) -> None:
     out, rm_new, rv_new = _fwd(f, x, gamma, beta, rm, rv, training=False)
     if not (np.allclose(rm_new, rm) and np.allclose(rv_new, rv)):
         raise GradingError(f"the running statistics returned in eval mode changed: {EVAL_UPDATES}")
-    expected, _, _ = ref.batch_norm(x, gamma, beta, rm, rv, False, 0.1, 1e-5)
+    expected, _, _ = ref.batch_norm(
+        x,
+        gamma=gamma,
+        beta=beta,
+        running_mean=rm,
+        running_var=rv,
+        training=False,
+        momentum=0.1,
+        eps=1e-5,
+    )
     hyps = [
         (EVAL_BATCH, lambda: normalize(x, 0, gamma, beta, 1e-5)),
         (EVAL_BATCH, lambda: normalize(x, 0, gamma, beta, 1e-5, ddof=1)),
@@ -222,7 +249,16 @@ def check_forward_hidden(f: Callable) -> None:
         x = rng.standard_normal((7, c)) * (step + 1) + step
         _, rm, rv = _fwd(f, x, gamma, beta, rm, rv, momentum=0.3)
         prev = (erm, erv)
-        _, erm, erv = ref.batch_norm(x, gamma, beta, erm, erv, True, 0.3, 1e-5)
+        _, erm, erv = ref.batch_norm(
+            x,
+            gamma=gamma,
+            beta=beta,
+            running_mean=erm,
+            running_var=erv,
+            training=True,
+            momentum=0.3,
+            eps=1e-5,
+        )
         check_against(
             (rm, rv),
             (erm, erv),
@@ -231,7 +267,16 @@ def check_forward_hidden(f: Callable) -> None:
         )
     x = rng.standard_normal((7, c))
     out, _, _ = _fwd(f, x, gamma, beta, rm, rv, training=False)
-    expected, _, _ = ref.batch_norm(x, gamma, beta, erm, erv, False, 0.3, 1e-5)
+    expected, _, _ = ref.batch_norm(
+        x,
+        gamma=gamma,
+        beta=beta,
+        running_mean=erm,
+        running_var=erv,
+        training=False,
+        momentum=0.3,
+        eps=1e-5,
+    )
     check_against(
         out,
         expected,
@@ -241,7 +286,16 @@ def check_forward_hidden(f: Callable) -> None:
     for seed, n, offset in ((7, 2, 0.0), (8, 16, 1e6)):
         x, gamma, beta, rm, rv = _probe(seed, n=n, offset=offset)
         out, _, _ = _fwd(f, x, gamma, beta, rm, rv)
-        expected, _, _ = ref.batch_norm(x, gamma, beta, rm, rv, True, 0.1, 1e-5)
+        expected, _, _ = ref.batch_norm(
+            x,
+            gamma=gamma,
+            beta=beta,
+            running_mean=rm,
+            running_var=rv,
+            training=True,
+            momentum=0.1,
+            eps=1e-5,
+        )
         check_against(
             out,
             expected,
@@ -252,7 +306,16 @@ def check_forward_hidden(f: Callable) -> None:
         )
     x32, g32, b32, rm32, rv32 = (a.astype(np.float32) for a in _probe(9))
     out, _, _ = _fwd(f, x32, g32, b32, rm32, rv32)
-    expected, _, _ = ref.batch_norm(x32, g32, b32, rm32, rv32, True, 0.1, 1e-5)
+    expected, _, _ = ref.batch_norm(
+        x32,
+        gamma=g32,
+        beta=b32,
+        running_mean=rm32,
+        running_var=rv32,
+        training=True,
+        momentum=0.1,
+        eps=1e-5,
+    )
     check_against(out, expected, "out for float32 input", rtol=1e-4, atol=1e-5)
 
 

@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from normedu.grading.errors import GradingError
+from normedu.grading.guard import library_blocked
+
 __all__ = [
     "GradingError",
     "call",
@@ -23,10 +26,6 @@ __all__ = [
     "rel_error",
     "unchanged",
 ]
-
-
-class GradingError(AssertionError):
-    """A failed check; its message tells the student what is likely wrong."""
 
 
 def rel_error(a: Any, b: Any) -> float:
@@ -48,8 +47,6 @@ def call(
     An exception raised by the student's code becomes a :class:`GradingError` that names the
     function and the exception, so the test cell's output starts with something actionable.
     """
-    from normedu.grading.guard import library_blocked
-
     name = name or getattr(fn, "__name__", "your function")
     blocker = library_blocked() if block else contextlib.nullcontext()
     with warnings.catch_warnings(), np.errstate(all="ignore"), blocker:

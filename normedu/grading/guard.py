@@ -24,7 +24,9 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from normedu.grading.compare import GradingError
+import normedu.functional as nf
+from normedu.grading.errors import GradingError
+from normedu.norms import NORMS
 
 __all__ = ["assert_no_shortcut", "library_blocked", "find_shortcuts", "NUMPY_ONLY", "TORCH_OK"]
 
@@ -33,28 +35,17 @@ NUMPY_ONLY = ("torch", "normedu", "sklearn", "jax", "tensorflow", "scipy")
 #: Module prefixes a torch exercise may not use (torch itself is the point of the exercise).
 TORCH_OK = ("normedu", "sklearn", "jax", "tensorflow")
 
-#: Attribute names that are a library's own normalization (or its Jacobian).
+#: Attribute names that are a library's own normalization (or its Jacobian): every registered
+#: norm's function and module names (:data:`normedu.norms.NORMS`), normedu's reference
+#: functions, and torch's entry points that have no course norm of their own.
 NORM_ATTRS = frozenset(
-    {
-        "layer_norm",
-        "rms_norm",
-        "batch_norm",
-        "group_norm",
+    {name for spec in NORMS for name in (spec.function, spec.class_name, *spec.torch_modules)}
+    | set(nf.__all__)
+    | {
         "instance_norm",
         "native_layer_norm",
         "native_batch_norm",
-        "LayerNorm",
-        "RMSNorm",
-        "GroupNorm",
-        "BatchNorm1d",
-        "BatchNorm2d",
-        "BatchNorm3d",
         "InstanceNorm1d",
-        "layer_norm_backward",
-        "rms_norm_backward",
-        "batch_norm_backward",
-        "layer_norm_jacobian",
-        "rms_norm_jacobian",
         "jacobian",
         "jacrev",
         "jacfwd",
@@ -167,18 +158,16 @@ def _raiser(qualname: str) -> Callable:
 
 def _targets() -> list[tuple[Any, str]]:
     """(object, attribute) pairs to block; torch ones only if torch is already imported."""
-    import normedu.functional as nf
-
+    functions = [spec.function for spec in NORMS]
     out = [(nf, name) for name in nf.__all__]
     nn_mod = sys.modules.get("normedu.nn")
     if nn_mod is not None:
-        out += [(nn_mod, n) for n in ("layer_norm", "rms_norm", "batch_norm")]
+        out += [(nn_mod, n) for n in functions]
     torch = sys.modules.get("torch")
     if torch is not None:
-        tf = torch.nn.functional
-        out += [(tf, n) for n in ("layer_norm", "rms_norm", "batch_norm", "group_norm")]
-        out += [(torch, n) for n in ("layer_norm", "rms_norm", "batch_norm", "native_layer_norm")]
-        for cls in ("LayerNorm", "RMSNorm", "BatchNorm1d", "GroupNorm"):
+        out += [(torch.nn.functional, n) for n in functions]
+        out += [(torch, n) for n in (*functions, "native_layer_norm")]
+        for cls in dict.fromkeys(c for spec in NORMS for c in spec.torch_modules):
             if hasattr(torch.nn, cls):
                 out.append((getattr(torch.nn, cls), "forward"))
     return [(obj, n) for obj, n in out if hasattr(obj, n)]

@@ -343,7 +343,8 @@ from normedu import functional as F
 
 def batchnorm_forward(x, gamma, beta, running_mean, running_var, training=True,
                       momentum=0.1, eps=1e-5):
-    return F.batch_norm(x, gamma, beta, running_mean, running_var, training, momentum, eps)
+    return F.batch_norm(x, gamma=gamma, beta=beta, running_mean=running_mean,
+                        running_var=running_var, training=training, momentum=momentum, eps=eps)
 """,
     ),
     _s(

@@ -1,0 +1,34 @@
+"""normedu.timing: the bookkeeping of interleaving, priming and inner calls (no speed asserts)."""
+
+from __future__ import annotations
+
+import pytest
+
+from normedu import timing
+
+
+def test_interleaved_rotates_primes_and_drops_warmup():
+    log: list[str] = []
+    fns = [lambda name=name: log.append(name) for name in "abc"]
+    samples = timing.interleaved(fns, 2, warmup=1, inner=[1, 2, 1], prime=True)
+    assert [len(s) for s in samples] == [2, 2, 2]
+    assert all(t >= 0 for s in samples for t in s)
+    # Round r starts at variant r (mod 3); each sample is one untimed priming call, then
+    # `inner` timed calls.
+    rounds = ["aabbbcc", "bbbccaa", "ccaabbb"]
+    assert "".join(log) == "".join(rounds)
+
+
+def test_interleaved_primes_only_fast_cpu_variants_by_default(monkeypatch):
+    monkeypatch.setattr(timing, "PRIME_BELOW_S", -1.0)  # nothing is "fast": no priming
+    calls = []
+    samples = timing.interleaved([lambda: calls.append(1)], 3)
+    assert len(samples[0]) == 3 and len(calls) == 1 + 3  # one probe call, three timed
+    with pytest.raises(ValueError, match="rounds"):
+        timing.interleaved([lambda: None], 0)
+
+
+def test_inner_for_sizes_a_sample_to_its_target():
+    assert timing.inner_for(1e-3, 0.01) == 10
+    assert timing.inner_for(1.0, 0.01) == 1
+    assert timing.inner_for(0.0, 1.0, most=50) == 50
