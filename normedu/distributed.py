@@ -62,6 +62,8 @@ __all__ = [
     "rank_pass",
     "make_global_batch",
     "cuda_rank_pass",
+    "trace_pass",
+    "batchnorm_reference",
     "RankError",
     "free_port",
     "run_ranks",
@@ -70,6 +72,10 @@ __all__ = [
 #: Seconds spent inside :func:`all_reduce` by this process (``COMM_SECONDS[0]``; reset it by
 #: assigning 0.0). A list so that importers share one mutable counter.
 COMM_SECONDS = [0.0]
+
+#: When a list, :func:`all_reduce` appends ``(sent, received)`` copies of every call to it
+#: (see :func:`trace_pass`); None (the default) records nothing.
+_TRACE: list | None = None
 
 
 def all_reduce(t: Tensor, group=None) -> Tensor:
@@ -84,11 +90,14 @@ def all_reduce(t: Tensor, group=None) -> Tensor:
     cuda = t.is_cuda
     if cuda:
         torch.cuda.synchronize(t.device)
+    sent = t.detach().clone() if _TRACE is not None else None
     t0 = time.perf_counter()
     dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
     if cuda:
         torch.cuda.synchronize(t.device)
     COMM_SECONDS[0] += time.perf_counter() - t0
+    if _TRACE is not None:
+        _TRACE.append((sent, t.detach().clone()))
     return t
 
 
@@ -328,6 +337,47 @@ def rank_pass(
             }
         )
     return res
+
+
+def trace_pass(rank: int, world_size: int, case: dict) -> dict:
+    """:func:`rank_pass` of one case, recording what this rank sends to each all-reduce.
+
+    Returns ``{"local": this rank's batch size, "calls": [(sent, received), ...]}`` in call
+    order: forward ``[count, sum x]`` (C + 1), forward ``sum (x - mu)^2`` (C), backward
+    ``[sum dy, sum dy * x_hat]`` (2C).
+    """
+    global _TRACE
+    _TRACE = []
+    try:
+        rank_pass(rank, world_size, [case])
+        return {"local": case["local"][rank], "calls": _TRACE}
+    finally:
+        _TRACE = None
+
+
+def batchnorm_reference(case: dict) -> dict:
+    """``torch.nn.BatchNorm1d/2d`` on the concatenated global batch of a :func:`rank_pass` case.
+
+    Returns the same keys as one rank's result of :func:`rank_pass` (``out``, ``dx``, ``dgamma``,
+    ``dbeta``, ``running_mean``, ``running_var``), for the whole batch.
+    """
+    x, dy, gamma, beta = make_global_batch(case)
+    cls = nn.BatchNorm2d if x.dim() == 4 else nn.BatchNorm1d
+    bn = cls(x.shape[1], momentum=case.get("momentum", 0.1), dtype=x.dtype)
+    with torch.no_grad():
+        bn.weight.copy_(gamma)
+        bn.bias.copy_(beta)
+    x = x.clone().requires_grad_(True)
+    out = bn(x)
+    out.backward(dy)
+    return {
+        "out": out.detach(),
+        "dx": x.grad,
+        "dgamma": bn.weight.grad,
+        "dbeta": bn.bias.grad,
+        "running_mean": bn.running_mean,
+        "running_var": bn.running_var,
+    }
 
 
 def cuda_rank_pass(rank: int, world_size: int, case: dict, against_torch: bool = False) -> dict:

@@ -87,8 +87,8 @@ class DDPSize:
 
 SIZES = {
     # The chapter's live run. Four processes on two cores wait for each other at every
-    # all-reduce (milliseconds each), so every run stops after 60 steps.
-    "cpu": DDPSize((2, 4), (2, 8), 1, 60, (0,)),
+    # all-reduce (milliseconds each), so every run stops after 40 steps.
+    "cpu": DDPSize((2, 4), (2, 8), 1, 40, (0,)),
     # A GPU machine has many CPU cores: more processes, a larger m, more epochs and seeds.
     "cuda": DDPSize((2, 4, 8), (2, 8, 32), 3, None, (0, 1, 2)),
 }
