@@ -63,6 +63,7 @@ __all__ = [
     "make_global_batch",
     "cuda_rank_pass",
     "trace_pass",
+    "numpy_syncbn_pass",
     "batchnorm_reference",
     "RankError",
     "free_port",
@@ -412,6 +413,40 @@ def cuda_rank_pass(rank: int, world_size: int, case: dict, against_torch: bool =
         ):
             out[prefix + key] = t.cpu()
     return out
+
+
+def numpy_syncbn_pass(
+    rank: int, world_size: int, module_path: str, local: tuple, channels: int, seed: int
+) -> dict:
+    """Run numpy ``syncbn_forward``/``syncbn_backward`` from ``module_path`` on this rank.
+
+    The functions (the ``syncbn`` assignment's signatures) get this rank's rows of a seeded
+    global batch and an ``all_reduce`` over ``torch.distributed``. Returns numpy arrays:
+    ``x``, ``dout`` (this rank's rows), ``gamma``, ``beta`` and the function outputs ``out``,
+    ``dx``, ``dgamma``, ``dbeta``.
+    """
+    import importlib.util
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("syncbn_student", module_path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rng = np.random.default_rng(seed)
+    n = sum(local)
+    x = 3 + 2 * rng.standard_normal((n, channels))
+    dout = rng.standard_normal((n, channels))
+    gamma, beta = rng.uniform(0.5, 2, channels), rng.standard_normal(channels)
+    lo = sum(local[:rank])
+    x, dout = x[lo : lo + local[rank]], dout[lo : lo + local[rank]]
+
+    def np_all_reduce(a):
+        t = torch.from_numpy(np.array(a, dtype=np.float64))
+        return all_reduce(t).numpy()
+
+    out = mod.syncbn_forward(x.copy(), gamma.copy(), beta.copy(), np_all_reduce)
+    dx, dgamma, dbeta = mod.syncbn_backward(dout.copy(), x.copy(), gamma.copy(), np_all_reduce)
+    return dict(x=x, dout=dout, gamma=gamma, beta=beta, out=out, dx=dx, dgamma=dgamma, dbeta=dbeta)
 
 
 def make_global_batch(case: dict) -> tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -29,7 +29,7 @@ import pytest
 from normedu.grading import mistakes
 
 REPO = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian")
+ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian", "syncbn")
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),

@@ -19,7 +19,7 @@ import pytest
 from normedu.grading import answers, compare, diagnose, drift, gradcheck, guard, mistakes
 
 REPO = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian")
+ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian", "syncbn")
 HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
