@@ -174,11 +174,13 @@ def simulate(
             "(an endless loop, or an all-reduce that the other processes never make)"
         )
     if errors:
-        # A mismatch makes several processes fail; the first grading message explains it.
-        graded = [e for _, e in sorted(errors.items()) if isinstance(e, GradingError)]
-        if graded:
-            raise graded[0]
-        rank, e = min(errors.items())
+        # A process that crashed leaves its peers waiting at an all-reduce: the crash is the
+        # cause, their "deadlock" messages only its echo. Without a crash, the first grading
+        # message (a shape mismatch, a missing call) explains it.
+        crashed = [(r, e) for r, e in sorted(errors.items()) if not isinstance(e, GradingError)]
+        if not crashed:
+            raise min(errors.items())[1]
+        rank, e = crashed[0]
         if isinstance(e, NotImplementedError):
             raise GradingError(f"{name} is not implemented yet (it raises NotImplementedError)")
         raise GradingError(f"{name} raised {type(e).__name__} on process {rank}: {e}") from e
@@ -452,7 +454,7 @@ def _backward(b, douts, xs, gamma, eps):
         dxs.append(assert_array(dx, x.shape, f"dx of process {r}"))
         dgs.append(assert_array(np.asarray(dg), (c,), f"dgamma of process {r}"))
         dbs.append(assert_array(np.asarray(db), (c,), f"dbeta of process {r}"))
-    return dxs, dgs, dbs
+    return tuple(dxs), tuple(dgs), tuple(dbs)
 
 
 def check_backward_shapes(b: Callable) -> None:
