@@ -29,7 +29,16 @@ import pytest
 from normedu.grading import mistakes
 
 REPO = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian", "groupnorm")
+ASSIGNMENTS = (
+    "drift",
+    "batchnorm",
+    "layernorm",
+    "rmsnorm",
+    "prepost",
+    "jacobian",
+    "groupnorm",
+    "syncbn",
+)
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),

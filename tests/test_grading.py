@@ -19,7 +19,16 @@ import pytest
 from normedu.grading import answers, compare, diagnose, drift, gradcheck, guard, mistakes
 
 REPO = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian", "groupnorm")
+ASSIGNMENTS = (
+    "drift",
+    "batchnorm",
+    "layernorm",
+    "rmsnorm",
+    "prepost",
+    "jacobian",
+    "groupnorm",
+    "syncbn",
+)
 HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 

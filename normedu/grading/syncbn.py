@@ -1,0 +1,497 @@
+"""Checks for the ``syncbn`` assignment: synchronized BatchNorm with an all-reduce (numpy).
+
+Student functions (x of shape (N_p, C) is one process's slice of a global batch):
+- ``syncbn_forward(x, gamma, beta, all_reduce, eps=1e-5) -> out`` (N_p, C), normalized with the
+  statistics of the GLOBAL batch (biased variance, eps inside the square root);
+- ``syncbn_backward(dout, x, gamma, all_reduce, eps=1e-5) -> (dx, dgamma, dbeta)``: dx (N_p, C)
+  exact for this slice of the global batch, dgamma/dbeta (C,) this process's LOCAL sums.
+
+``all_reduce(a)`` returns the elementwise sum of ``a`` over all processes. The checks run the
+student's function on several simulated processes, one thread each (:func:`simulate`), whose
+``all_reduce`` is a rendezvous: each call waits until every process has made its call with the
+same index, checks that the shapes agree and hands everyone the sum. A process that makes a
+call the others never make gets a message naming the call instead of a deadlock: at once when
+another process has already returned, else after a timeout.
+
+The reference is :func:`normedu.functional.batch_norm` / ``batch_norm_backward`` on the
+concatenated batch (tested against PyTorch). The checks take their inputs as arguments, so
+the hidden tests hold theirs in the notebook (``xs``: a list of per-process arrays).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from normedu import functional as ref
+from normedu.grading.compare import GradingError, assert_array, assert_close
+from normedu.grading.diagnose import Hypothesis, diagnose, normalize, normalize_backward
+from normedu.grading.guard import assert_no_shortcut, library_blocked
+from normedu.grading.messages import EPS_OUT, NO_BETA, NO_GAMMA, SWAPPED
+
+__all__ = [
+    "simulate",
+    "check_forward_shapes",
+    "check_forward",
+    "check_backward_shapes",
+    "check_backward",
+]
+
+#: Seconds a simulated process waits for the others at an all-reduce before giving up.
+TIMEOUT = 5.0
+
+LOCAL = "each process normalized with its OWN batch statistics (local BatchNorm); all-reduce the count, Σx and the squared deviations so that every process uses the mean and variance of the global batch"  # noqa: E501
+MEAN_OF_MEANS = "you averaged the processes' means (or variances) as if every process held the same number of samples; with unequal local batches, all-reduce the COUNT and the SUMS and divide the global sum by the global count"  # noqa: E501
+AVG_LOCAL_VAR = "the global variance is not the average of the local variances (that misses how far each process's mean is from the global mean); all-reduce Σ(x − μ)² with the GLOBAL mean μ, then divide by the global count"  # noqa: E501
+UNBIASED = "your variance divides by N−1; BatchNorm normalizes with the biased variance (divide by the global count N)"  # noqa: E501
+ONE_PASS = "E[x²] − E[x]² loses all precision when the data has a large offset; first all-reduce Σx to get the global mean μ, then all-reduce Σ(x − μ)²"  # noqa: E501
+EPS_IGNORED = "the eps argument is not used (or not inside the square root): divide by sqrt(σ² + eps) with the eps you were given"  # noqa: E501
+DX_LOCAL = "dx uses this process's own sums of dout and dout·x̂ (the backward of local BatchNorm); all-reduce Σdout and Σdout·x̂: every sample of the global batch affects μ and σ"  # noqa: E501
+DX_LOCAL_COUNT = "dx divides the all-reduced sums by this process's batch size; divide by the GLOBAL count (the sum of all local batch sizes)"  # noqa: E501
+DX_LOCAL_STATS = "dx uses the local mean and variance; the backward must use the same global μ and σ as the forward (all-reduce them again)"  # noqa: E501
+DX_VAR = "dx is missing the term that comes from the variance depending on x: dx = (γ/σ)·(dout − Σdout/N − x̂·Σ(dout·x̂)/N), sums over the global batch"  # noqa: E501
+DX_MEAN = "dx is missing the term that comes from the mean depending on x: subtract Σ(γ·dout)/N over the global batch"  # noqa: E501
+DX_GAMMA = "dx must be multiplied by γ (the upstream gradient reaches x̂ as γ·dout)"
+DG_GLOBAL = "dgamma and dbeta must be this process's LOCAL sums (Σ over its own rows): DistributedDataParallel averages the parameter gradients over processes afterwards, so returning the all-reduced sums counts every sample P times"  # noqa: E501
+DG_X = "dγ = Σ dout·x̂ (the normalized input x̂, with the global statistics), not dout·x"
+DG_LOCAL_XHAT = (
+    "dγ uses x̂ normalized with the local statistics; use the global μ and σ, as in the forward"  # noqa: E501
+)
+DG_MEAN = "dγ and dβ are sums over this process's rows, not means"
+
+
+# ------------------------------------------------------------------ simulated processes
+
+
+class _Group:
+    """A rendezvous all-reduce for ``n`` threads (see the module docstring)."""
+
+    def __init__(self, n: int, timeout: float):
+        self.n, self.timeout = n, timeout
+        self.cond = threading.Condition()
+        self.pending: dict[int, dict[int, np.ndarray]] = {}
+        self.results: dict[int, Any] = {}
+        self.calls = [0] * n
+        self.done = [False] * n
+
+    def all_reduce(self, rank: int, a: Any) -> np.ndarray:
+        arr = np.array(a, copy=True)
+        if arr.dtype.kind not in "fiub":
+            raise GradingError(f"all_reduce got a {type(a).__name__}; pass a numpy array")
+        with self.cond:
+            k = self.calls[rank]
+            self.calls[rank] += 1
+            self.pending.setdefault(k, {})[rank] = arr
+            if len(self.pending[k]) == self.n:
+                shapes = {r: v.shape for r, v in sorted(self.pending[k].items())}
+                if len(set(shapes.values())) > 1:
+                    self.results[k] = GradingError(
+                        f"all-reduce call #{k + 1} got arrays of different shapes on different "
+                        f"processes ({', '.join(f'process {r}: {s}' for r, s in shapes.items())}"
+                        "): every process must all-reduce arrays of the same shape, e.g. "
+                        "per-channel sums of shape (C,), never its own rows"
+                    )
+                else:
+                    total = sum(
+                        v.astype(np.result_type(v, np.float64)) for v in self.pending[k].values()
+                    )
+                    self.results[k] = total
+                del self.pending[k]
+                self.cond.notify_all()
+            waited = 0.0
+            while k not in self.results:
+                finished = [r for r in range(self.n) if self.done[r] and self.calls[r] <= k]
+                if finished:
+                    raise GradingError(
+                        f"process {rank} made all-reduce call #{k + 1}, but process "
+                        f"{finished[0]} returned after {self.calls[finished[0]]} call(s): on "
+                        "real processes this deadlocks. Every process must make the same "
+                        "all-reduce calls in the same order, whatever its local batch (no "
+                        "all-reduce inside an `if` that depends on local data)"
+                    )
+                if waited >= self.timeout:
+                    missing = [r for r in range(self.n) if self.calls[r] <= k]
+                    raise GradingError(
+                        f"process {rank} waited {self.timeout:g} s at all-reduce call #{k + 1} "
+                        f"for process(es) {missing}, which never made it: on real processes "
+                        "this is a deadlock. Every process must make the same all-reduce calls "
+                        "in the same order"
+                    )
+                self.cond.wait(0.05)
+                waited += 0.05
+            res = self.results[k]
+        if isinstance(res, GradingError):
+            raise res
+        return res.astype(arr.dtype if arr.dtype.kind == "f" else np.float64, copy=True)
+
+    def finish(self, rank: int) -> None:
+        with self.cond:
+            self.done[rank] = True
+            self.cond.notify_all()
+
+
+def simulate(
+    fn: Callable, per_process: Sequence[tuple], timeout: float = TIMEOUT, **kwargs: Any
+) -> list[Any]:
+    """Run ``fn(*per_process[p], all_reduce_p, **kwargs)`` on simulated processes (threads).
+
+    ``all_reduce_p`` is the last positional argument, as in the assignment's signatures, and
+    sums over the processes. Returns the results in process order. Raises
+    :class:`GradingError` with a message a student can act on if a process raises, or if the
+    processes make different all-reduce calls (never hangs longer than ``timeout``).
+    """
+    n = len(per_process)
+    group = _Group(n, timeout)
+    results: list[Any] = [None] * n
+    errors: dict[int, BaseException] = {}
+    name = getattr(fn, "__name__", "your function")
+
+    def body(rank: int) -> None:
+        try:
+            with np.errstate(all="ignore"):
+                results[rank] = fn(
+                    *per_process[rank], lambda a: group.all_reduce(rank, a), **kwargs
+                )
+        except BaseException as e:  # noqa: BLE001 - reported to the student below
+            errors[rank] = e
+        finally:
+            group.finish(rank)
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(n)]
+    with warnings.catch_warnings(), library_blocked():
+        warnings.simplefilter("ignore")
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout + 5.0)
+    if any(t.is_alive() for t in threads):
+        raise GradingError(
+            f"{name} did not return within {timeout + 5:g} s on every simulated process "
+            "(an endless loop, or an all-reduce that the other processes never make)"
+        )
+    if errors:
+        # A process that crashed leaves its peers waiting at an all-reduce: the crash is the
+        # cause, their "deadlock" messages only its echo. Without a crash, the first grading
+        # message (a shape mismatch, a missing call) explains it.
+        crashed = [(r, e) for r, e in sorted(errors.items()) if not isinstance(e, GradingError)]
+        if not crashed:
+            raise min(errors.items())[1]
+        rank, e = crashed[0]
+        if isinstance(e, NotImplementedError):
+            raise GradingError(f"{name} is not implemented yet (it raises NotImplementedError)")
+        raise GradingError(f"{name} raised {type(e).__name__} on process {rank}: {e}") from e
+    return results
+
+
+# ------------------------------------------------------------------ references and mistakes
+
+
+def _global_stats(xs: Sequence[np.ndarray], ddof: int = 0):
+    x = np.concatenate(xs)
+    return x.mean(0), x.var(0, ddof=ddof)
+
+
+def _split(a: np.ndarray, xs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    return tuple(np.split(a, np.cumsum([len(x) for x in xs])[:-1]))
+
+
+def _matches(actual: Any, expected: Any, rtol: float, atol: float) -> bool:
+    """Nested tuples of arrays equal within tolerance (same structure, shapes and values)."""
+    if isinstance(expected, tuple):
+        return (
+            isinstance(actual, tuple)
+            and len(actual) == len(expected)
+            and all(_matches(a, e, rtol, atol) for a, e in zip(actual, expected, strict=True))
+        )
+    a, e = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    return a.shape == e.shape and bool(np.allclose(a, e, rtol=rtol, atol=atol))
+
+
+def _per_process(
+    actual: tuple,
+    expected: tuple,
+    what: str,
+    hypotheses: list[Hypothesis],
+    rtol: float,
+    atol: float,
+    hint: str = "",
+) -> None:
+    """Pass if every process's arrays match; else name the likely mistake or the process.
+
+    ``actual``/``expected``: a tuple with one entry per process (an array, or a tuple of
+    arrays); the hypotheses compute the same structure.
+    """
+    if _matches(actual, expected, rtol, atol):
+        return
+    found = diagnose(actual, hypotheses, expected)
+    if found is not None:
+        raise GradingError(f"{what} is wrong. Likely cause: {found}")
+    for r, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        pairs = zip(*(v if isinstance(v, tuple) else (v,) for v in (a, e)), strict=True)
+        for k, (ai, ei) in enumerate(pairs):
+            item = f", item {k}" if isinstance(a, tuple) else ""
+            assert_close(ai, ei, f"{what}, process {r}{item}", rtol, atol, hint=hint)
+
+
+def _offset_hint(xs) -> str:
+    """ONE_PASS when the data's mean is far larger than its spread (cancellation territory)."""
+    x = np.concatenate(xs).astype(np.float64)
+    ratio = np.abs(x.mean(0)) / np.maximum(x.std(0), 1e-300)
+    return f"Your data has a large offset: {ONE_PASS}." if np.max(ratio) > 1e3 else ""
+
+
+def _with_stats(xs, mus, vars_, gamma, beta, eps, eps_mode="inside"):
+    """Per process: gamma * (x - mu_p) / sqrt(var_p + eps) + beta."""
+    out = []
+    for x, mu, var in zip(xs, mus, vars_, strict=True):
+        den = np.sqrt(var + eps) if eps_mode == "inside" else np.sqrt(var) + eps
+        out.append(gamma * (x - mu) / den + (0 if beta is None else beta))
+    return tuple(out)
+
+
+def _forward_hypotheses(xs, gamma, beta, eps) -> list[Hypothesis]:
+    p = len(xs)
+    mu, var = _global_stats(xs)
+    x = np.concatenate(xs)
+    n = len(x)
+    means = [xi.mean(0) for xi in xs]
+    local_vars = [xi.var(0) for xi in xs]
+
+    def same(m, v):
+        return lambda: _with_stats(xs, [m] * p, [v] * p, gamma, beta, eps)
+
+    mean_of_means = sum(means) / p
+    var_mom = sum(((xi - mean_of_means) ** 2).mean(0) for xi in xs) / p
+    return [
+        (LOCAL, lambda: tuple(normalize(xi, 0, gamma, beta, eps) for xi in xs)),
+        (MEAN_OF_MEANS, same(mean_of_means, ((x - mean_of_means) ** 2).mean(0))),
+        (MEAN_OF_MEANS, same(mean_of_means, var_mom)),
+        (MEAN_OF_MEANS, same(mean_of_means, sum(local_vars) / p)),
+        (AVG_LOCAL_VAR, same(mu, sum(local_vars) / p)),
+        (
+            AVG_LOCAL_VAR,
+            same(mu, sum(v * len(xi) for v, xi in zip(local_vars, xs, strict=True)) / n),
+        ),
+        (UNBIASED, same(mu, var * n / max(n - 1, 1))),
+        (ONE_PASS, same(mu, (x * x).mean(0) - mu * mu)),
+        (EPS_OUT, lambda: _with_stats(xs, [mu] * p, [var] * p, gamma, beta, eps, "outside")),
+        (EPS_IGNORED, same(mu, var - eps + 1e-5)),
+        (EPS_IGNORED, same(mu, var - eps)),
+        (NO_BETA, lambda: _with_stats(xs, [mu] * p, [var] * p, gamma, None, eps)),
+        (NO_GAMMA, lambda: _with_stats(xs, [mu] * p, [var] * p, np.ones_like(gamma), beta, eps)),
+        (SWAPPED, lambda: _with_stats(xs, [mu] * p, [var] * p, beta, gamma, eps)),
+    ]
+
+
+def _backward_reference(douts, xs, gamma, eps):
+    """(dx per process, dgamma per process, dbeta per process): full-batch dx, local sums."""
+    x, dout = np.concatenate(xs), np.concatenate(douts)
+    dx, _, _ = ref.batch_norm_backward(dout, x, gamma, eps)
+    mu, var = _global_stats(xs)
+    x_hats = [(xi - mu) / np.sqrt(var + eps) for xi in xs]
+    dgs = tuple((d * xh).sum(0) for d, xh in zip(douts, x_hats, strict=True))
+    dbs = tuple(d.sum(0) for d in douts)
+    return _split(dx, xs), dgs, dbs
+
+
+def _dx_hypotheses(douts, xs, gamma, eps) -> list[Hypothesis]:
+    x, dout = np.concatenate(xs), np.concatenate(douts)
+    mu, var = _global_stats(xs)
+    rstd = 1 / np.sqrt(var + eps)
+
+    def glob(**kw):
+        return lambda: _split(normalize_backward(dout, x, 0, gamma, eps, **kw), xs)
+
+    def local_count():
+        out = []
+        for d, xi in zip(douts, xs, strict=True):
+            g = d * gamma
+            xh = (xi - mu) * rstd
+            s1 = sum((dd * gamma).sum(0) for dd in douts)
+            s2 = sum(
+                ((dd * gamma) * (xx - mu) * rstd).sum(0) for dd, xx in zip(douts, xs, strict=True)
+            )
+            out.append(rstd * (g - s1 / len(xi) - xh * s2 / len(xi)))
+        return tuple(out)
+
+    def local_sums():  # global statistics, but Σdout and Σdout·x̂ of this process only
+        n = len(x)
+        out = []
+        for d, xi in zip(douts, xs, strict=True):
+            g, xh = d * gamma, (xi - mu) * rstd
+            out.append(rstd * (g - g.sum(0) / n - xh * (g * xh).sum(0) / n))
+        return tuple(out)
+
+    def local_stats_global_sums():
+        g_all = dout * gamma
+        out = []
+        for d, xi in zip(douts, xs, strict=True):
+            m, v = xi.mean(0), xi.var(0)
+            r = 1 / np.sqrt(v + eps)
+            xh_all = (x - m) * r
+            g = d * gamma
+            out.append(r * (g - g_all.mean(0) - (xi - m) * r * (g_all * xh_all).mean(0)))
+        return tuple(out)
+
+    return [
+        (DX_LOCAL, lambda: tuple(normalize_backward(d, xi, 0, gamma, eps) for d, xi in zip(douts, xs, strict=True))),  # noqa: E501
+        (DX_LOCAL, local_sums),
+        (DX_LOCAL_COUNT, local_count),
+        (DX_LOCAL_STATS, local_stats_global_sums),
+        (DX_VAR, glob(var_term=False)),
+        (DX_MEAN, glob(mean_term=False)),
+        (DX_GAMMA, glob(use_gamma=False)),
+        (UNBIASED, glob(ddof=1)),
+    ]  # fmt: skip
+
+
+def _dparam_hypotheses(douts, xs, eps) -> list[Hypothesis]:
+    """Hypotheses for ``((dgamma per process), (dbeta per process))``... as per-process pairs."""
+    mu, var = _global_stats(xs)
+    x_hats = [(xi - mu) / np.sqrt(var + eps) for xi in xs]
+    dg = [(d * xh).sum(0) for d, xh in zip(douts, x_hats, strict=True)]
+    db = [d.sum(0) for d in douts]
+    p = len(xs)
+
+    def pairs(gs, bs):
+        return lambda: tuple(zip(gs, bs, strict=True))
+
+    return [
+        (DG_GLOBAL, pairs([sum(dg)] * p, [sum(db)] * p)),
+        (DG_GLOBAL, pairs([sum(dg) / p] * p, [sum(db) / p] * p)),
+        (DG_X, pairs([(d * xi).sum(0) for d, xi in zip(douts, xs, strict=True)], db)),
+        (DG_LOCAL_XHAT, pairs([(d * normalize(xi, 0, eps=eps)).sum(0) for d, xi in zip(douts, xs, strict=True)], db)),  # noqa: E501
+        (DG_MEAN, pairs([(d * xh).mean(0) for d, xh in zip(douts, x_hats, strict=True)], [d.mean(0) for d in douts])),  # noqa: E501
+    ]  # fmt: skip
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def _as_lists(xs) -> list[np.ndarray]:
+    xs = [np.asarray(x) for x in xs]
+    if len(xs) < 1 or any(x.ndim != 2 or len(x) < 1 for x in xs):
+        raise ValueError("xs must be a non-empty list of (N_p, C) arrays with N_p >= 1")
+    return xs
+
+
+def _forward(f, xs, gamma, beta, eps):
+    copies = [(x.copy(), gamma.copy(), beta.copy()) for x in xs]
+    outs = simulate(f, copies, eps=eps)
+    for (xc, gc, bc), x in zip(copies, xs, strict=True):
+        for name, before, after in (("x", x, xc), ("gamma", gamma, gc), ("beta", beta, bc)):
+            if not np.array_equal(before, after):
+                raise GradingError(
+                    f"{f.__name__} modified its input {name} in place; return new arrays"
+                )
+    return tuple(
+        assert_array(o, x.shape, f"out of process {r}")
+        for r, (o, x) in enumerate(zip(outs, xs, strict=True))
+    )
+
+
+def _sizes(xs) -> str:
+    return f"{len(xs)} processes with local batches {tuple(len(x) for x in xs)}"
+
+
+def check_forward_shapes(f: Callable) -> None:
+    """``out`` is an array shaped like x on every process, for float64 and float32 input."""
+    assert_no_shortcut(f)
+    rng = np.random.default_rng(0)
+    for dtype in (np.float64, np.float32):
+        xs = [rng.standard_normal((n, 4)).astype(dtype) for n in (3, 2)]
+        gamma, beta = np.ones(4, dtype), np.zeros(4, dtype)
+        _forward(f, xs, gamma, beta, 1e-5)
+
+
+def check_forward(
+    f: Callable,
+    xs: Sequence[np.ndarray],
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    eps: float = 1e-5,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+) -> None:
+    """Every process's ``out`` equals its rows of BatchNorm on the concatenated batch.
+
+    ``xs``: one (N_p, C) array per simulated process (N_p >= 1, the total at least 2).
+    """
+    assert_no_shortcut(f)
+    xs = _as_lists(xs)
+    outs = _forward(f, xs, gamma, beta, eps)
+    expected, _, _ = ref.batch_norm(np.concatenate(xs), gamma=gamma, beta=beta, eps=eps)
+    _per_process(
+        outs,
+        _split(expected, xs),
+        f"out ({_sizes(xs)}, eps={eps:g})",
+        _forward_hypotheses(xs, gamma, beta, eps),
+        rtol,
+        atol,
+        _offset_hint(xs),
+    )
+
+
+def _backward(b, douts, xs, gamma, eps):
+    per = [(d.copy(), x.copy(), gamma.copy()) for d, x in zip(douts, xs, strict=True)]
+    res = simulate(b, per, eps=eps)
+    c = xs[0].shape[1]
+    dxs, dgs, dbs = [], [], []
+    for r, (out, x) in enumerate(zip(res, xs, strict=True)):
+        if not isinstance(out, tuple) or len(out) != 3:
+            raise GradingError(f"{b.__name__} must return a tuple (dx, dgamma, dbeta)")
+        dx, dg, db = out
+        for name, v in (("dgamma", dg), ("dbeta", db)):
+            if np.shape(v) != (c,):
+                raise GradingError(
+                    f"{name} of process {r} has shape {np.shape(v)}, expected ({c},): one "
+                    "value per channel, summed over this process's rows"
+                )
+        dxs.append(assert_array(dx, x.shape, f"dx of process {r}"))
+        dgs.append(assert_array(np.asarray(dg), (c,), f"dgamma of process {r}"))
+        dbs.append(assert_array(np.asarray(db), (c,), f"dbeta of process {r}"))
+    return tuple(dxs), tuple(dgs), tuple(dbs)
+
+
+def check_backward_shapes(b: Callable) -> None:
+    """``(dx, dgamma, dbeta)`` with dx like x and dgamma, dbeta of shape (C,) on every process."""
+    assert_no_shortcut(b)
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((n, 3)) for n in (2, 4)]
+    douts = [rng.standard_normal(x.shape) for x in xs]
+    _backward(b, douts, xs, np.ones(3), 1e-5)
+
+
+def check_backward(
+    b: Callable,
+    douts: Sequence[np.ndarray],
+    xs: Sequence[np.ndarray],
+    gamma: np.ndarray,
+    eps: float = 1e-5,
+    rtol: float = 1e-6,
+    atol: float = 1e-8,
+) -> None:
+    """dx is each process's slice of the full-batch gradient; dgamma, dbeta its local sums.
+
+    ``douts``, ``xs``: one (N_p, C) array per simulated process. Use a random ``douts``.
+    """
+    assert_no_shortcut(b)
+    xs = _as_lists(xs)
+    douts = [np.asarray(d) for d in douts]
+    dxs, dgs, dbs = _backward(b, douts, xs, gamma, eps)
+    edx, edg, edb = _backward_reference(douts, xs, gamma, eps)
+    label = f"({_sizes(xs)}, eps={eps:g})"
+    _per_process(
+        tuple(zip(dgs, dbs, strict=True)),
+        tuple(zip(edg, edb, strict=True)),
+        f"(dgamma, dbeta) {label}",
+        _dparam_hypotheses(douts, xs, eps),
+        rtol,
+        atol,
+    )
+    hint = _offset_hint(xs)
+    _per_process(dxs, edx, f"dx {label}", _dx_hypotheses(douts, xs, gamma, eps), rtol, atol, hint)
