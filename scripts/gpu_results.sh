@@ -8,8 +8,9 @@
 #   1. the benchmark (python -m normedu.bench --store): results/gpu/bench.json
 #   2. the CUDA-only tests (pytest -m gpu)
 #   3. the scale experiments (python -m normedu.experiments --store --only NAME)
-# GPU_STEPS="gradflow prepost" runs only the steps named (bench tests gradflow prepost
-# bn_batch_size_sweep).
+# GPU_STEPS="gradflow prepost" runs only the steps named: bench, tests, and the experiments
+# that `python -m normedu.experiments --list` names (the registry is the one list; those with
+# no stored result yet run first).
 # Each finished results/gpu/*.json is copied to OUTDIR (default gpu-out/) at once, with the log.
 # It uses the machine's own python3 and torch (no install step): the package runs from this
 # checkout through PYTHONPATH.
@@ -43,13 +44,18 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 $PY -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, \
 torch.cuda.get_device_name(), 'cpus', torch.get_num_threads())"
 
+# The scale experiments, from the registry: the ones without a stored result first.
+ALL_EXPERIMENTS=$($PY -m normedu.experiments --list) || exit 1
+EXPERIMENTS=""
+for n in $ALL_EXPERIMENTS; do [ -f "results/gpu/$n.json" ] || EXPERIMENTS+="$n "; done
+for n in $ALL_EXPERIMENTS; do [ -f "results/gpu/$n.json" ] && EXPERIMENTS+="$n "; done
 # GPU_STEPS picks steps by name (default: all, in this order).
-wanted() { [[ " ${GPU_STEPS:-bench tests gradflow prepost bn_batch_size_sweep} " == *" $1 "* ]]; }
+wanted() { [[ " ${GPU_STEPS:-bench tests $EXPERIMENTS} " == *" $1 "* ]]; }
 wanted bench && step 300 $PY -m normedu.bench --store --out /tmp/normedu-bench --no-progress \
   --impl eager textbook compiled fast fast_out --shape 8192x768 8192x4096 2048x16384
 wanted tests && step 120 $PY -m pytest -m gpu -q -p no:cacheprovider tests/test_fast.py \
-  tests/test_bench.py
-for name in gradflow prepost bn_batch_size_sweep; do
+  tests/test_bench.py tests/test_distributed.py
+for name in $EXPERIMENTS; do
   wanted $name && step 150 $PY -m normedu.experiments --store --only $name
 done
 echo "== done after $(($(date +%s) - START)) s"
