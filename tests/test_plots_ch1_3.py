@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import matplotlib.colors as mcolors
 import numpy as np
 import pytest
@@ -119,6 +121,26 @@ def test_landscape_probes():
     ]
     fig = PD.landscape_probes({("relu", "none"): _Run([1.0], probes=probes)})
     np.testing.assert_allclose(fig.axes[1].get_lines()[0].get_ydata(), [3.0, 2.0])
+
+
+def test_std_profiles_one_line_per_gain_and_a_unit_reference():
+    fig = PD.std_profiles({"relu": {"g1": np.array([1.0, 0.5]), "g2": np.array([1.0, 2.0])}})
+    ax = fig.axes[0]
+    _white(fig)
+    _labelled(ax)
+    lines = ax.get_lines()
+    np.testing.assert_allclose(lines[1].get_ydata(), [1.0, 2.0])
+    assert len(lines) == 3 and list(lines[-1].get_ydata()) == [1.0, 1.0]
+    assert ax.get_yscale() == "log"
+
+
+def test_update_ratios_one_line_per_layer():
+    ratios = np.arange(12.0).reshape(4, 3)
+    fig = PD.update_ratios({"a": SimpleNamespace(update_ratios=ratios)}, steps=3)
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 4  # three layers and the -3 reference
+    np.testing.assert_allclose(lines[1].get_ydata(), [1.0, 4.0, 7.0])
+    _labelled(fig.axes[0])
 
 
 def test_batch_size_sweep_plot_with_cited_panel():
