@@ -160,6 +160,17 @@ def test_batch_size_sweep_plot_with_cited_panel():
     assert len(PB.batch_size_sweep(sweep).axes) == 1
 
 
+def test_backward_graph_draws_every_node_and_edge_label():
+    fig = PB.backward_graph()
+    ax = fig.axes[0]
+    texts = {t.get_text() for t in ax.texts}
+    assert set(PB.BN_GRAPH_NODES) <= texts
+    assert {label for _, _, label in PB.BN_GRAPH_EDGES} <= texts
+    assert len(ax.patches) == len(PB.BN_GRAPH_EDGES)  # one arrow per edge
+    assert ax.get_title()
+    _white(fig)
+
+
 def test_syncbn_and_running_average_plots():
     sim = {
         "per_device": [2, 4],
