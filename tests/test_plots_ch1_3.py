@@ -257,6 +257,17 @@ def test_gamma_histogram_and_affine_curves():
     np.testing.assert_allclose(ys[2], [0.28, 0.28])
 
 
+def test_gamma_beta_histograms_two_panels():
+    g, b = np.r_[np.ones(8), 1.7 * np.ones(2)], np.r_[np.zeros(8), 0.5 * np.ones(2)]
+    fig = PL.gamma_beta_histograms(g, b, bands={"a": (1.5, 2.0)})
+    ax_g, ax_b = fig.axes
+    assert sum(p.get_height() for p in ax_g.containers[0]) == 10
+    assert sum(p.get_height() for p in ax_b.containers[0]) == 10
+    assert list(ax_b.get_lines()[0].get_xdata()) == [0.0, 0.0]  # beta's initial value
+    _labelled(ax_g)
+    _labelled(ax_b)
+
+
 def test_walkthrough_table():
     from normedu.experiments.layernorm import walkthrough
 

@@ -17,6 +17,7 @@ __all__ = [
     "layernorm_animation",
     "strip_external_links",
     "gamma_histogram",
+    "gamma_beta_histograms",
     "affine_curves",
     "walkthrough_table",
 ]
@@ -200,6 +201,33 @@ def gamma_histogram(
     ax.set_ylabel("count")
     ax.set_title(title)
     ax.legend(fontsize=8)
+    return fig
+
+
+def gamma_beta_histograms(
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    bands: Mapping[str, tuple[float, float]] | None = None,
+) -> Figure:
+    """Two panels: learned γ (around its initial 1, optional shaded bands) and learned β
+    (around its initial 0). ``gamma`` and ``beta`` are 1-D arrays of the same length."""
+    g = np.asarray(gamma, dtype=float).ravel()
+    b = np.asarray(beta, dtype=float).ravel()
+    fig, (ax_g, ax_b) = figure(1, 2, width=11, height=3.8)
+    ax_g.hist(g, bins=50, color=COLORS["layernorm"], alpha=0.85, label=f"γ ({g.size} values)")
+    ax_g.axvline(1.0, color="black", ls="--", lw=1, label="initial value 1")
+    palette = [COLORS["batchnorm"], COLORS["rmsnorm"], COLORS["groupnorm"]]
+    for k, (name, (lo, hi)) in enumerate((bands or {}).items()):
+        ax_g.axvspan(lo, hi, color=palette[k % len(palette)], alpha=0.18, label=name)
+    ax_b.hist(
+        b, bins=50, color=COLORS["batchnorm"], alpha=0.85, hatch="//", label=f"β ({b.size} values)"
+    )
+    ax_b.axvline(0.0, color="black", ls="--", lw=1, label="initial value 0")
+    for ax, name in ((ax_g, "γ (scale)"), (ax_b, "β (shift)")):
+        ax.set_xlabel(name)
+        ax.set_ylabel("count")
+        ax.set_title(f"learned LayerNorm {name}")
+        ax.legend(fontsize=8)
     return fig
 
 
