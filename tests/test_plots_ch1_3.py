@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import matplotlib.colors as mcolors
@@ -228,6 +229,7 @@ def test_animation_html_is_offline_and_has_every_frame():
     assert "<link" not in html and "http://" not in html and "https://" not in html
     assert html.count("data:image/png;base64") == 1 + 4 * 2
     assert "Animation" in html and "first" in html.lower()
+    assert re.search(r'<img alt="Animated bar chart[^"]*" id=', html)  # alt text for readers
 
 
 def test_strip_external_links():

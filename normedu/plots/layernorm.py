@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from html import escape
 
 import numpy as np
 from matplotlib.patches import Rectangle
@@ -141,12 +142,18 @@ def layernorm_animation(
     beta: Sequence[float] = (0.5, 0.0, -0.5, 0.0, 1.0, 0.0),
     eps: float = 1e-5,
     tween: int = 4,
+    alt: str = (
+        "Animated bar chart of six feature values: the bars shift until their mean is zero, "
+        "shrink to unit variance, then are scaled by gamma and shifted by beta"
+    ),
 ) -> str:
     """LayerNorm of a 6-element vector as a self-contained HTML/JS player (no external request).
 
     ``matplotlib.animation`` renders :func:`layernorm_frames`; ``to_jshtml`` embeds the frames
     with play / step / reset (first frame) buttons that work on a static page. Returns the HTML
-    string with CDN ``<link>`` tags removed. Display with ``IPython.display.HTML``.
+    string with CDN ``<link>`` tags removed and ``alt`` as the alt text of the frame image (a
+    screen reader would otherwise read nothing, or the image's id). Display with
+    ``IPython.display.HTML``.
     """
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
@@ -181,6 +188,7 @@ def layernorm_animation(
     with plt.rc_context(STYLE):
         anim = FuncAnimation(fig, update, frames=len(frames), interval=350, blit=False)
         html = anim.to_jshtml(default_mode="once")
+    html = re.sub(r"<img id=", lambda _: f'<img alt="{escape(alt)}" id=', html, count=1)
     return strip_external_links(html)
 
 
