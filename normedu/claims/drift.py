@@ -187,7 +187,7 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="With normalization, hundreds of layers train with standard hyperparameters",
             source="He et al., ECCV 2016 (1001-layer pre-activation ResNet with BatchNorm)",
-            extra={"cite": ["he2016deep"]},
+            extra={"cite": ["he2016identity"]},
             measured="not measured at that depth; this page trains 20 layers",
             verdict="cited",
             device="n/a",
