@@ -139,3 +139,24 @@ def test_claims_run_and_are_well_formed(tmp_path, monkeypatch):
     assert len(ids) == len(set(ids)) >= 10
     by = {c.id: c.verdict for c in claims}
     assert by["bn.formula"] == "confirmed" and by["bn.wu_he"] == "cited"
+
+
+def test_recalibrate_sets_running_stats_to_the_data_and_leaves_the_model():
+    from normedu.nn import BatchNorm1d
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 3), BatchNorm1d(3, momentum=0.1))
+    x = torch.randn(64, 5) * 2 + 1
+    before = model[1].running_mean.clone()
+    cal = B.recalibrate(model, x)
+    assert torch.equal(model[1].running_mean, before) and not cal.training
+    with torch.no_grad():
+        h = model[0](x)
+    torch.testing.assert_close(cal[1].running_mean, h.mean(0))
+    torch.testing.assert_close(cal[1].running_var, h.var(0, unbiased=True))
+
+
+def test_calibration_demo_rows():
+    rows = B.calibration_demo(momenta=(0.9,), batch=32)
+    assert [r["momentum"] for r in rows] == [0.9]
+    assert all(0 <= r[k] <= 1 for r in rows for k in ("error_running", "error_calibrated"))

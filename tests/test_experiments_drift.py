@@ -134,3 +134,47 @@ def test_claims_run_and_are_well_formed(tmp_path, monkeypatch):
     assert len(ids) == len(set(ids)) >= 8
     assert {c.id: c.verdict for c in claims}["drift.1.05^50"] == "confirmed"
     assert (tmp_path / "drift.json").exists()
+
+
+def test_second_moments_match_closed_form_and_monte_carlo():
+    # ReLU: E[relu(z)^2] = var / 2 exactly (half the mass of z^2 by symmetry).
+    for var in (0.5, 1.0, 4.0):
+        assert D.relu_second_moment(var) == pytest.approx(var / 2, rel=1e-3)
+    # tanh has no closed form: compare with a one-million-sample Monte Carlo estimate.
+    z = np.random.default_rng(0).standard_normal(1_000_000)
+    assert D.tanh_second_moment(1.0) == pytest.approx(np.mean(np.tanh(z) ** 2), abs=2e-3)
+    assert 1.58 < 1 / math.sqrt(D.tanh_second_moment(1.0)) < 1.60
+
+
+def test_preactivation_profile_follows_the_variance_recursion():
+    # std_L = (g / sqrt 2)^L for ReLU: log within 0.35 of the closed form at depth 10.
+    for g in (1.0, 2.0):
+        p = D.preactivation_std_profile("relu", g, depth=10, width=128, batch=128, nets=2)
+        assert p.shape == (11,) and abs(p[0] - 1) < 0.05
+        assert abs(math.log(p[-1]) - 10 * math.log(g / math.sqrt(2))) < 0.35
+    p = D.preactivation_std_profile("relu", math.sqrt(2), depth=10, width=128, batch=128, nets=2)
+    assert 0.6 < p[-1] < 1.6
+
+
+def test_update_ratios_match_a_manual_first_step():
+    from normedu.data import digits
+    from normedu.mlp import deep_mlp, hidden_linears
+
+    run = D.train_digits("none", "relu", 0.1)
+    assert run.update_ratios.shape == (30, 6)
+    # Rebuild the same model and first batch independently and compute the ratio by hand.
+    data = digits()
+    torch.manual_seed(0)
+    model = deep_mlp(64, 32, 10, 6, norm="none", act="relu", seed=0)
+    idx = torch.randint(0, len(data.x_train), (32,), generator=torch.Generator().manual_seed(1))
+    F.cross_entropy(model(data.x_train[idx]), data.y_train[idx]).backward()
+    manual = [
+        math.log10(float((0.1 * m.weight.grad).std() / m.weight.detach().std()))
+        for m in hidden_linears(model)
+    ]
+    np.testing.assert_allclose(run.update_ratios[0], manual, rtol=1e-5)
+
+
+def test_initial_loss_is_ln10_with_a_small_head_and_higher_with_a_large_one():
+    assert D.initial_loss("none", "relu") == pytest.approx(math.log(10), abs=0.05)
+    assert D.initial_loss("none", "relu", head_gain=3.0) > math.log(10) + 0.3

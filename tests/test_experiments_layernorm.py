@@ -111,3 +111,20 @@ def test_claims_run_and_are_well_formed(tmp_path, monkeypatch):
         by["ln.walkthrough"].verdict == "confirmed" and by["ln.gpt2_count"].verdict == "confirmed"
     )
     assert isinstance(nn.LayerNorm(3), nn.Module)
+
+
+def test_var_pitfall_matches_the_closed_form_ratio():
+    rows = L.var_pitfall(dims=(2, 4, 768), rows=64)
+    assert [r["D"] for r in rows] == [2, 4, 768]
+    for r in rows:
+        d = r["D"]
+        assert r["ratio"] == pytest.approx(d / (d - 1))
+        # Unbiased variance is D/(D-1) times larger, so the output shrinks by sqrt((D-1)/D).
+        assert r["scale"] == pytest.approx(math.sqrt((d - 1) / d), rel=1e-4)
+    # At D = 2 the normalized values are ±1 (biased) vs ±1/sqrt(2): the gap is 1 - 1/sqrt(2).
+    assert rows[0]["max_diff"] == pytest.approx(1 - 1 / math.sqrt(2), rel=1e-4)
+    assert rows[2]["max_diff"] < 1e-2
+
+
+def test_gpt2_closed_form_matches_the_module_count():
+    assert L.gpt2_small_closed_form() == L.gpt2_small_counts()["total"] == 124_439_808

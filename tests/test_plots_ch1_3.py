@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
+
 import matplotlib.colors as mcolors
 import numpy as np
 import pytest
@@ -121,6 +124,26 @@ def test_landscape_probes():
     np.testing.assert_allclose(fig.axes[1].get_lines()[0].get_ydata(), [3.0, 2.0])
 
 
+def test_std_profiles_one_line_per_gain_and_a_unit_reference():
+    fig = PD.std_profiles({"relu": {"g1": np.array([1.0, 0.5]), "g2": np.array([1.0, 2.0])}})
+    ax = fig.axes[0]
+    _white(fig)
+    _labelled(ax)
+    lines = ax.get_lines()
+    np.testing.assert_allclose(lines[1].get_ydata(), [1.0, 2.0])
+    assert len(lines) == 3 and list(lines[-1].get_ydata()) == [1.0, 1.0]
+    assert ax.get_yscale() == "log"
+
+
+def test_update_ratios_one_line_per_layer():
+    ratios = np.arange(12.0).reshape(4, 3)
+    fig = PD.update_ratios({"a": SimpleNamespace(update_ratios=ratios)}, steps=3)
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 4  # three layers and the -3 reference
+    np.testing.assert_allclose(lines[1].get_ydata(), [1.0, 4.0, 7.0])
+    _labelled(fig.axes[0])
+
+
 def test_batch_size_sweep_plot_with_cited_panel():
     sweep = {
         "batch_sizes": [2, 8, 32],
@@ -136,6 +159,17 @@ def test_batch_size_sweep_plot_with_cited_panel():
     assert "23.6%" in texts and "34.7%" in texts
     assert "cited" in fig.axes[1].get_title()
     assert len(PB.batch_size_sweep(sweep).axes) == 1
+
+
+def test_backward_graph_draws_every_node_and_edge_label():
+    fig = PB.backward_graph()
+    ax = fig.axes[0]
+    texts = {t.get_text() for t in ax.texts}
+    assert set(PB.BN_GRAPH_NODES) <= texts
+    assert {label for _, _, label in PB.BN_GRAPH_EDGES} <= texts
+    assert len(ax.patches) == len(PB.BN_GRAPH_EDGES)  # one arrow per edge
+    assert ax.get_title()
+    _white(fig)
 
 
 def test_syncbn_and_running_average_plots():
@@ -195,6 +229,7 @@ def test_animation_html_is_offline_and_has_every_frame():
     assert "<link" not in html and "http://" not in html and "https://" not in html
     assert html.count("data:image/png;base64") == 1 + 4 * 2
     assert "Animation" in html and "first" in html.lower()
+    assert re.search(r'<img alt="Animated bar chart[^"]*" id=', html)  # alt text for readers
 
 
 def test_strip_external_links():
@@ -222,6 +257,17 @@ def test_gamma_histogram_and_affine_curves():
     ys = [line.get_ydata() for line in fig.axes[0].get_lines()]
     np.testing.assert_allclose(ys[0], [1.0, 0.2])
     np.testing.assert_allclose(ys[2], [0.28, 0.28])
+
+
+def test_gamma_beta_histograms_two_panels():
+    g, b = np.r_[np.ones(8), 1.7 * np.ones(2)], np.r_[np.zeros(8), 0.5 * np.ones(2)]
+    fig = PL.gamma_beta_histograms(g, b, bands={"a": (1.5, 2.0)})
+    ax_g, ax_b = fig.axes
+    assert sum(p.get_height() for p in ax_g.containers[0]) == 10
+    assert sum(p.get_height() for p in ax_b.containers[0]) == 10
+    assert list(ax_b.get_lines()[0].get_xdata()) == [0.0, 0.0]  # beta's initial value
+    _labelled(ax_g)
+    _labelled(ax_b)
 
 
 def test_walkthrough_table():

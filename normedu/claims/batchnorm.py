@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..ledger import Claim, claims_for, measured_on
 
 CH = "batchnorm"
-NOTES = "seed notes, §1 Batch Normalization"
-ARTICLE = "seed article, 'Batch Normalization: The Predecessor'"
+#: Claims this course states itself (no paper behind them) are attributed to the chapter.
+NOTES = "this course, chapter 'Batch Normalization'"
+ARTICLE = NOTES
 
 
 @claims_for(CH)
@@ -94,6 +95,7 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="ResNet-50 on ImageNet: BN 23.6% top-1 error at 32 images/GPU vs 34.7% at 2",
             source="Wu & He, 'Group Normalization', ECCV 2018",
+            extra={"cite": ["wu2018group"]},
             measured="not re-run (90-epoch ImageNet training)",
             verdict="cited",
             device="n/a",
@@ -180,7 +182,7 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="BN does not fit autoregressive Transformers (batch statistics mix positions "
             "and samples)",
-            source=ARTICLE + " (three reasons; the list is reconstructed from the seed notes)",
+            source=ARTICLE,
             measured="changing the last token changes position 0's BN output by "
             f"{leak['bn_change']:.3f}; "
             f"LN: {leak['ln_change']:.1e}",
@@ -199,7 +201,7 @@ def check() -> list[Claim]:
             id="bn.params",
             chapter=CH,
             claim="BatchNorm has 2C parameters + 2C buffers",
-            source="seed notes, §4 comparison table",
+            source=NOTES,
             measured=f"torch.nn.BatchNorm1d(64): {n_par} parameters, "
             f"{n_buf} running buffers (+1 step counter)",
             verdict="confirmed" if n_par == 128 and n_buf == 128 else "not reproduced",
@@ -211,7 +213,7 @@ def check() -> list[Claim]:
             id="bn.cnn_batches",
             chapter=CH,
             claim="Image training uses batches of 32-128+ and fixed resolutions (224×224, 299×299)",
-            source=ARTICLE + "; 299×299: Szegedy et al., CVPR 2016 (Inception-v3)",
+            source="299×299: Szegedy et al., CVPR 2016 (Inception-v3)",
             measured="not measured: common practice",
             verdict="cited",
             device="n/a",
@@ -223,9 +225,106 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="BatchNorm (Ioffe & Szegedy 2015) made deep CNNs practical: Inception-v2, ResNet",
             source="Ioffe & Szegedy, ICML 2015 (BN-Inception); He et al., CVPR 2016 (ResNet)",
+            extra={"cite": ["ioffe2015batch", "he2016deep"]},
             measured="history, not a measurement",
             verdict="cited",
             device="n/a",
+        )
+    )
+    out.extend(_derivation_and_practice_claims(dev))
+    return out
+
+
+def _derivation_and_practice_claims(dev: str) -> list[Claim]:
+    """The backward pass, the redundant bias, the momentum conventions and calibration."""
+    import numpy as np
+    import torch
+
+    from ..experiments import batchnorm as B
+
+    out = []
+    rng = np.random.default_rng(0)
+    x, dout = rng.normal(1.0, 2.0, size=(16, 6)), rng.normal(size=(16, 6))
+    gamma = rng.normal(size=6)
+    xt = torch.tensor(x, requires_grad=True)
+    y = torch.nn.functional.batch_norm(xt, None, None, torch.tensor(gamma), None, training=True)
+    y.backward(torch.tensor(dout))
+    mu, var = x.mean(0), x.var(0)
+    istd = 1 / np.sqrt(var + 1e-5)
+    xhat = (x - mu) * istd
+    dx = gamma * istd * (dout - dout.mean(0) - xhat * (dout * xhat).mean(0))
+    err = float(np.abs(dx - xt.grad.numpy()).max())
+    out.append(
+        Claim(
+            id="bn.backward_compact",
+            chapter=CH,
+            claim="dx = (γ/σ)(dout − mean(dout) − x̂·mean(dout·x̂)), means over the batch",
+            source="Ioffe & Szegedy, ICML 2015 (backward pass); simplified in this chapter",
+            measured=f"max |error| vs torch autograd, random upstream gradient: {err:.1e}",
+            verdict="confirmed" if err < 1e-10 else "not reproduced",
+            device="float64",
+            extra={"cite": ["ioffe2015batch"]},
+        )
+    )
+    torch.manual_seed(0)
+    lin, bn = torch.nn.Linear(8, 4).double(), torch.nn.BatchNorm1d(4).double()
+    inp = torch.randn(32, 8, dtype=torch.float64)
+    o = bn(lin(inp))
+    (o * torch.randn_like(o)).sum().backward()
+    with torch.no_grad():
+        lin.bias += 5.0
+        change = float((bn(lin(inp)) - o).abs().max())
+    grad = float(lin.bias.grad.abs().max())
+    out.append(
+        Claim(
+            id="bn.bias_redundant",
+            chapter=CH,
+            claim="The bias of a layer followed by BatchNorm is redundant",
+            source=NOTES,
+            measured=f"bias gradient {grad:.1e}; output change after bias += 5: {change:.1e}",
+            verdict="confirmed" if grad < 1e-12 and change < 1e-12 else "not reproduced",
+            device="float64",
+        )
+    )
+    out.append(
+        Claim(
+            id="bn.keras_momentum",
+            chapter=CH,
+            claim="Keras's BatchNormalization momentum 0.99 weighs the old value; it equals "
+            "PyTorch momentum 0.01, not PyTorch's default 0.1",
+            source="Keras API reference, BatchNormalization; PyTorch documentation, BatchNorm1d",
+            measured="the chapter runs both update formulas on one stream of batch means",
+            verdict="cited",
+            device="n/a",
+            extra={"cite": ["keras_batchnorm", "pytorch_batchnorm1d"]},
+        )
+    )
+    cal = {r["momentum"]: r for r in B.calibration_demo()}
+    hi = cal[max(cal)]
+    out.append(
+        Claim(
+            id="bn.calibration",
+            chapter=CH,
+            claim="Re-estimating BatchNorm's statistics after training (precise BN) improves "
+            "on running averages that training estimated poorly",
+            source="Wu & Johnson, 2021",
+            measured=f"batch 4, BN momentum {max(cal):g}: test error "
+            f"{hi['error_running']:.1%} → {hi['error_calibrated']:.1%} after calibration",
+            verdict="confirmed" if hi["error_calibrated"] < hi["error_running"] else "depends",
+            device=dev,
+            extra={"cite": ["wu2021rethinking"]},
+        )
+    )
+    out.append(
+        Claim(
+            id="bn.regularization",
+            chapter=CH,
+            claim="The noise of batch statistics acts as a mild regularizer",
+            source="Luo et al., ICLR 2019",
+            measured="not measured on this page",
+            verdict="cited",
+            device="n/a",
+            extra={"cite": ["luo2019towards"]},
         )
     )
     return out

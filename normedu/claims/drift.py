@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ledger import Claim, claims_for, measured_on, verdict_within
 
 CH = "drift"
-SEED = "seed article, 'Why Normalization Matters'"
+#: Claims this course states itself (no paper behind them) are attributed to the chapter.
+COURSE = "this course, chapter 'Activation drift'"
 
 
 @claims_for(CH)
@@ -27,13 +30,61 @@ def check() -> list[Claim]:
                 id=cid,
                 chapter=CH,
                 claim=f"{g}^{L} ≈ {expected:g}",
-                source=SEED,
+                source=COURSE,
                 measured=f"{v:.4g}",
                 verdict=verdict_within(v, expected, 0.02),
             )
         )
 
     dev = measured_on()
+    relu = {g: D.preactivation_std_profile("relu", g)[-1] for g in (1.0, math.sqrt(2), 2.0)}
+    ok = 0.5 < relu[math.sqrt(2)] < 2 and relu[1.0] < 1e-3 and relu[2.0] > 1e3
+    out.append(
+        Claim(
+            id="drift.relu_gain",
+            chapter=CH,
+            claim="Weights with std √2/√fan_in keep the activation variance of a ReLU network "
+            "constant with depth",
+            source="He et al., ICCV 2015",
+            measured="50-layer ReLU net, no norm, std of layer 50: "
+            + ", ".join(f"gain {g:.3g}: {v:.3g}" for g, v in relu.items()),
+            verdict="confirmed" if ok else "not reproduced",
+            device=dev,
+            extra={"cite": ["he2015delving"]},
+        )
+    )
+    m2 = D.tanh_second_moment(1.0)
+    vp = 1 / math.sqrt(m2)
+    tanh = {g: D.preactivation_std_profile("tanh", g)[-1] for g in (5 / 3, vp)}
+    out.append(
+        Claim(
+            id="drift.tanh_gain",
+            chapter=CH,
+            claim="The gain for tanh is 5/3 (torch.nn.init.calculate_gain)",
+            source="PyTorch documentation, torch.nn.init",
+            measured=f"variance preservation for unit-variance inputs gives 1/√E[tanh(z)²] = "
+            f"{vp:.3f}; std at layer 50 of a 50-layer tanh net: {tanh[5 / 3]:.3f} with 5/3, "
+            f"{tanh[vp]:.3f} with {vp:.3f}",
+            verdict="depends",
+            device=dev,
+            note="5/3 is a heuristic: it keeps the scale stable, slightly above unit variance",
+            extra={"cite": ["pytorch_init"]},
+        )
+    )
+    loss0 = D.initial_loss("none", "relu")
+    out.append(
+        Claim(
+            id="drift.initial_loss",
+            chapter=CH,
+            claim="At initialization a classifier's loss should be -log(1/C) (uniform softmax)",
+            source="Karpathy, makemore part 3 (2022)",
+            measured=f"20-layer ReLU MLP, 10 classes: {loss0:.4f} vs -log(1/10) = "
+            f"{math.log(10):.4f}",
+            verdict=verdict_within(loss0, math.log(10), 0.01),
+            device=dev,
+            extra={"cite": ["karpathy2022makemore"]},
+        )
+    )
     rows = D.init_gain_sweep()
     bn = [r["last_std"] for r in rows if r["norm"] == "batchnorm"]
     no = [r["last_std"] for r in rows if r["norm"] == "none"]
@@ -44,7 +95,7 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="Normalized activations keep ~zero mean and unit variance whatever the "
             "preceding layers do (bounded activations)",
-            source=SEED,
+            source=COURSE,
             measured=f"50-layer tanh MLP, init gains {min(r['gain'] for r in rows):g}-"
             f"{max(r['gain'] for r in rows):g}: last-layer std {min(no):.2g}-{max(no):.2g} "
             f"without a norm, {min(bn):.3f}-{max(bn):.3f} with BatchNorm",
@@ -78,7 +129,8 @@ def check() -> list[Claim]:
             id="drift.smoother",
             chapter=CH,
             claim="Normalization smooths the loss landscape (gradients change less along a step)",
-            source="Santurkar et al., NeurIPS 2018 (via the seed article)",
+            source="Santurkar et al., NeurIPS 2018",
+            extra={"cite": ["santurkar2018how"]},
             measured=f"median over probes, no norm → BatchNorm: {measured}",
             verdict=verdict,
             device=dev,
@@ -96,7 +148,7 @@ def check() -> list[Claim]:
             id="drift.faster",
             chapter=CH,
             claim="Networks with normalization train faster (lower loss after the same steps)",
-            source=SEED,
+            source=COURSE,
             measured=", ".join(
                 f"{a}: final loss {final[(a, 'none')]:.3f} without, {final[(a, 'batchnorm')]:.3f} "
                 f"with BatchNorm"
@@ -121,7 +173,7 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="Without normalization deep nets (beyond 10-20 layers) need careful init, "
             "tiny learning rates and clipping; with it, standard settings work",
-            source=SEED,
+            source=COURSE,
             measured=f"20-layer ReLU MLP: lr 1.0 without a norm diverged={hi_none['diverged']}, "
             f"with BatchNorm test acc {hi_bn['test_acc']:.0%}; gain 1 without a norm: test acc "
             f"{small['test_acc']:.0%}",
@@ -134,8 +186,8 @@ def check() -> list[Claim]:
             id="drift.hundreds",
             chapter=CH,
             claim="With normalization, hundreds of layers train with standard hyperparameters",
-            source="seed article; e.g. He et al., ECCV 2016 (1001-layer pre-activation ResNet "
-            "with BatchNorm)",
+            source="He et al., ECCV 2016 (1001-layer pre-activation ResNet with BatchNorm)",
+            extra={"cite": ["he2016identity"]},
             measured="not measured at that depth; this page trains 20 layers",
             verdict="cited",
             device="n/a",
@@ -148,6 +200,7 @@ def check() -> list[Claim]:
             claim="'Internal covariate shift' names the change of each layer's input distribution "
             "during training",
             source="Ioffe & Szegedy, ICML 2015; critique: Santurkar et al., NeurIPS 2018",
+            extra={"cite": ["ioffe2015batch", "santurkar2018how"]},
             measured="terminology, not a measurement",
             verdict="cited",
             device="n/a",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from ..ledger import Claim, claims_for, measured_on
 
 CH = "layernorm"
-ART = "seed article, 'Layer Normalization: The Formula'"
-PARAMS = "seed article, 'The Learned Parameters γ and β'"
+#: Claims this course states itself (no paper behind them) are attributed to the chapter.
+ART = "this course, chapter 'Layer Normalization'"
+PARAMS = ART
 
 
 @claims_for(CH)
@@ -30,7 +31,7 @@ def check() -> list[Claim]:
             id="ln.walkthrough",
             chapter=CH,
             claim="x = [2, 4, -1, 3]: μ = 2, σ² = 3.5, x̂ ≈ [0, 1.069, -1.604, 0.535]",
-            source="seed article, 'Numerical Walkthrough' (table reconstructed)",
+            source=ART,
             measured=f"μ = {w['mu']:g}, σ² = {w['var']:g}, x̂ = {np.round(w['x_hat'], 4).tolist()}",
             verdict="confirmed" if ok else "not reproduced",
         )
@@ -72,7 +73,8 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="LayerNorm is sample-independent, identical at train and test, "
             "sequence-length agnostic, differentiable",
-            source=ART + ", Key Properties",
+            source="Ba et al., 2016",
+            extra={"cite": ["ba2016layer"]},
             measured=f"max diffs: alone vs batched {pr['sample_independent']:g}, train vs eval "
             f"{pr['train_eval']:g}, "
             f"length 5 vs 5000 {pr['length_agnostic']:g}; gradcheck passed: {pr['gradcheck']}",
@@ -112,7 +114,7 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="GPT-2 small has 25 LayerNorms (2 per block × 12 + 1 final) with 25 × 1,536 = "
             "38,400 parameters",
-            source=PARAMS + "; 'Where LayerNorm Appears'",
+            source=PARAMS,
             measured=f"GPT-2-small-shaped model built on the meta device: {c['layernorms']} "
             "LayerNorms, "
             f"{c['layernorm_total']:,} parameters ({c['layernorm_share']:.3%} of all)",
@@ -127,12 +129,29 @@ def check() -> list[Claim]:
             id="ln.gpt2_total",
             chapter=CH,
             claim="GPT-2 small has 117M parameters",
-            source=PARAMS + "; the 117M figure is from Radford et al. 2019 (GPT-2 paper, Table 2)",
-            measured=f"{c['total']:,} counted (tied embeddings once) = Hugging Face gpt2's "
-            f"{L.HF_GPT2_SMALL_PARAMS:,}",
-            verdict="depends" if c["total"] == L.HF_GPT2_SMALL_PARAMS else "not reproduced",
+            source="Radford et al., 2019 (GPT-2 paper)",
+            measured=f"{c['total']:,} counted from the modules (tied embeddings once); "
+            f"{L.gpt2_small_closed_form():,} by hand from the configuration",
+            verdict="not reproduced",
             device="meta device (shapes only)",
-            note="the released checkpoint has 124.4M; the paper's 117M is a different count",
+            note="OpenAI's gpt-2 README: the original parameter counts were wrong due to an "
+            "error; small is 124M",
+            extra={"cite": ["radford2019language", "openai2019gpt2readme"]},
+        )
+    )
+    pit = {r["D"]: r for r in L.var_pitfall(dims=(4, 768))}
+    ok = pit[4]["max_diff"] > 0.1 and pit[768]["max_diff"] < 1e-2
+    out.append(
+        Claim(
+            id="ln.torch_var",
+            chapter=CH,
+            claim="A LayerNorm written with torch.var(x, dim=-1) differs from LayerNorm "
+            "(unbiased vs biased variance)",
+            source=ART,
+            measured=f"max |difference| from F.layer_norm: {pit[4]['max_diff']:.3f} at D = 4, "
+            f"{pit[768]['max_diff']:.1e} at D = 768 (variance ratio D/(D-1))",
+            verdict="confirmed" if ok else "not reproduced",
+            device="float64",
         )
     )
     af = L.affine_demo()
@@ -163,7 +182,7 @@ def check() -> list[Claim]:
             id="ln.gamma_values",
             chapter=CH,
             claim="Trained γ cluster around 1; some features reach 1.5–2.0, others 0.3–0.5",
-            source=PARAMS + ", 'What Does the Network Learn?' (no source given)",
+            source=PARAMS + " (a common description; no measurement known to us)",
             measured=f"{tg['config']['depth']}-LayerNorm digits MLP: median γ {med:.3f}, 1%–99% "
             "range "
             f"{lo:.2f}–{hi:.2f}; {tg['share_high']:.1%} in [1.5, 2.0], {tg['share_low']:.1%} in "
@@ -184,6 +203,7 @@ def check() -> list[Claim]:
             claim="Learned scale factors γ have been used as feature-importance scores",
             source="e.g. Liu et al., 'Network Slimming', ICCV 2017 (BatchNorm γ for channel "
             "pruning)",
+            extra={"cite": ["liu2017learning"]},
             measured="not measured",
             verdict="cited",
             device="n/a",
@@ -195,6 +215,7 @@ def check() -> list[Claim]:
             chapter=CH,
             claim="Layer Normalization was introduced by Ba, Kiros & Hinton (2016)",
             source="Ba et al., arXiv:1607.06450, 2016",
+            extra={"cite": ["ba2016layer"]},
             measured="citation",
             verdict="cited",
             device="n/a",

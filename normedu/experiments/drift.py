@@ -22,7 +22,7 @@ from torch import nn
 
 from ..data import digits
 from ..device import choose, pick_device
-from ..mlp import deep_mlp
+from ..mlp import deep_mlp, hidden_linears
 from ..stats import StatsRecorder
 from ..training import accuracy
 
@@ -37,6 +37,10 @@ __all__ = [
     "train_digits",
     "convergence",
     "fragility",
+    "relu_second_moment",
+    "tanh_second_moment",
+    "preactivation_std_profile",
+    "initial_loss",
 ]
 
 
@@ -153,6 +157,9 @@ class TrainRun:
     - loss: (steps,) training loss per step (NaN/inf once it diverged).
     - test_acc: accuracy on the 450 held-out digits in eval mode (NaN if diverged).
     - diverged: True if the loss became non-finite.
+    - update_ratios: (steps, hidden layers) ``log10(std(lr * grad) / std(w))`` of every hidden
+      Linear's weight at each step, before the update (Karpathy's update-to-data ratio;
+      NaN after a divergence). With plain SGD the update is exactly ``-lr * grad``.
     - probes: loss-landscape probes, one dict per probe step with ``step``,
       ``loss_range`` (max - min loss along the gradient direction over the probed step
       sizes) and ``grad_lipschitz`` (max over step sizes of
@@ -164,6 +171,7 @@ class TrainRun:
     test_acc: float
     diverged: bool
     probes: list[dict] = field(default_factory=list)
+    update_ratios: np.ndarray | None = None
 
 
 def _flat_grad(model: nn.Module) -> torch.Tensor:
@@ -239,6 +247,8 @@ def train_digits(
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed + 1)
     losses = np.full(size.steps, np.nan)
+    weights = [m.weight for m in hidden_linears(model)]
+    ratios = np.full((size.steps, len(weights)), np.nan)
     probes = []
     diverged = False
     for step in range(size.steps):
@@ -255,6 +265,8 @@ def train_digits(
         loss.backward()
         if clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        with torch.no_grad():
+            ratios[step] = [math.log10(float((lr * w.grad).std() / w.std())) for w in weights]
         opt.step()
     acc = float("nan")
     if not diverged:
@@ -262,7 +274,14 @@ def train_digits(
         with torch.no_grad():
             acc = accuracy(model(data.x_test), data.y_test)
     config = {"norm": norm, "act": act, "lr": lr, "gain": gain, "clip": clip, "seed": seed}
-    return TrainRun(config=config, loss=losses, test_acc=acc, diverged=diverged, probes=probes)
+    return TrainRun(
+        config=config,
+        loss=losses,
+        test_acc=acc,
+        diverged=diverged,
+        probes=probes,
+        update_ratios=ratios,
+    )
 
 
 def convergence(
@@ -316,3 +335,78 @@ def fragility() -> list[dict]:
             }
         )
     return rows
+
+
+# --------------------------------------------------------------------------- init by variance
+
+
+@lru_cache(maxsize=4)
+def _hermegauss(n: int) -> tuple[np.ndarray, np.ndarray]:
+    # Computing the nodes is an eigenvalue problem: do it once per n, not once per call.
+    return np.polynomial.hermite_e.hermegauss(n)
+
+
+def _gauss_hermite_mean(fn, n: int = 200) -> float:
+    """``E[fn(z)]`` for ``z ~ N(0, 1)`` by Gauss-Hermite quadrature (exact for polynomials)."""
+    nodes, weights = _hermegauss(n)
+    return float(np.sum(weights * fn(nodes)) / math.sqrt(2 * math.pi))
+
+
+def relu_second_moment(var: float = 1.0) -> float:
+    """``E[relu(z)^2]`` for ``z ~ N(0, var)``, by quadrature (the closed form is ``var / 2``)."""
+    s = math.sqrt(var)
+    return _gauss_hermite_mean(lambda z: np.maximum(s * z, 0.0) ** 2)
+
+
+def tanh_second_moment(var: float = 1.0) -> float:
+    """``E[tanh(z)^2]`` for ``z ~ N(0, var)``, by quadrature (no closed form; about 0.394)."""
+    s = math.sqrt(var)
+    return _gauss_hermite_mean(lambda z: np.tanh(s * z) ** 2)
+
+
+@lru_cache(maxsize=32)
+def preactivation_std_profile(
+    act: str, gain: float, depth: int = 50, width: int = 256, batch: int = 256, nets: int = 4
+) -> np.ndarray:
+    """Std of the pre-activation of each layer of a plain deep net at initialization.
+
+    ``z_0 ~ N(0, 1)`` of shape ``(batch, width)``; then ``depth`` bias-free layers
+    ``h_{l-1} = act(z_{l-1})``, ``z_l = h_{l-1} W_l^T`` with ``W_l ~ N(0, gain^2 / width)``;
+    no normalization. The variance of each ``z_l`` is averaged over ``nets`` independently
+    drawn networks (seeds 0..nets-1), because the derivation predicts the *expected* variance;
+    one finite-width net wanders around it by a random factor.
+    Returns ``(depth + 1,)``: index ``l`` is ``sqrt(mean variance of z_l)`` (index 0 about 1).
+    """
+    fn = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda t: t}[act]
+    var = np.zeros(depth + 1)
+    for seed in range(nets):
+        gen = torch.Generator().manual_seed(seed)
+        z = torch.randn(batch, width, generator=gen)
+        var[0] += float(z.var())
+        for layer in range(1, depth + 1):
+            w = torch.randn(width, width, generator=gen) * (gain / math.sqrt(width))
+            z = fn(z) @ w.T
+            var[layer] += float(z.var())
+    return np.sqrt(var / nets)
+
+
+@lru_cache(maxsize=16)
+def initial_loss(
+    norm: str = "none", act: str = "relu", gain: float | None = None, head_gain: float = 0.1
+) -> float:
+    """Cross-entropy of the untrained digits MLP (training sizes) on 512 training digits.
+
+    ``head_gain`` is the init gain of the output layer. The MLP's default, 0.1, keeps the
+    logits small so the first softmax is near uniform and the loss near ``ln(10)``; a larger
+    head gain makes confident, random guesses and an initial loss well above it.
+    """
+    size = choose(SIZES)
+    data = digits()
+    model = deep_mlp(
+        64, size.train_width, 10, size.train_depth, norm=norm, act=act, gain=gain, seed=0
+    )
+    with torch.no_grad():
+        model[-1].weight.mul_(head_gain / 0.1)
+    x, y = data.x_train[:512], data.y_train[:512]
+    with torch.no_grad():
+        return float(F.cross_entropy(model(x), y))

@@ -34,6 +34,8 @@ __all__ = [
     "logit_floor",
     "affine_demo",
     "trained_gamma",
+    "var_pitfall",
+    "gpt2_small_closed_form",
     "position_stats",
 ]
 
@@ -325,3 +327,43 @@ def position_stats(batch: int = 64, t: int = 32, d: int = 16, seed: int = 0) -> 
         "spread": float((per_pos.max(0).values - per_pos.min(0).values).max()),
         "shape": (batch, t, d),
     }
+
+
+def var_pitfall(dims: tuple[int, ...] = (4, 64, 768), rows: int = 256, seed: int = 0) -> list[dict]:
+    """LayerNorm written with ``torch.var(x, dim=-1)`` (unbiased, divides by D - 1) vs the real one.
+
+    For each D, ``rows`` random rows (N(0, 1), float64) are normalized twice: with the unbiased
+    variance and with ``F.layer_norm`` (biased, divides by D). Returns rows ``{"D", "ratio"}``
+    (``D / (D - 1)``, the ratio of the two variances), ``"max_diff"`` (max |difference| of the
+    two outputs) and ``"scale"`` (the wrong output over the right one, median; about
+    ``sqrt((D - 1) / D)``).
+    """
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for d in dims:
+        x = torch.randn(rows, d, generator=gen, dtype=torch.float64)
+        mu = x.mean(-1, keepdim=True)
+        wrong = (x - mu) / torch.sqrt(torch.var(x, dim=-1, keepdim=True) + 1e-5)
+        right = F.layer_norm(x, (d,))
+        out.append(
+            {
+                "D": d,
+                "ratio": d / (d - 1),
+                "max_diff": float((wrong - right).abs().max()),
+                "scale": float((wrong / right).median()),
+            }
+        )
+    return out
+
+
+def gpt2_small_closed_form(config: GPT2Config = GPT2_SMALL) -> int:
+    """GPT-2 small's parameter count from its configuration, by hand (tied output layer).
+
+    Token embedding V·d + position embedding T·d; per block two LayerNorms (2·2d), attention
+    (qkv d·3d + 3d, projection d·d + d) and MLP (d·f + f, f·d + d, f = d_ff = 4d); a final
+    LayerNorm 2d.
+    The output layer reuses the token embedding, so it adds nothing.
+    """
+    v, t, d, f, n = config.vocab, config.n_ctx, config.d_model, config.d_ff, config.n_layer
+    block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
+    return v * d + t * d + n * block + 2 * d

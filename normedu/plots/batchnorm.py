@@ -8,7 +8,14 @@ import numpy as np
 
 from . import COLORS, Figure, figure
 
-__all__ = ["batch_size_sweep", "syncbn", "running_average"]
+__all__ = [
+    "backward_graph",
+    "BN_GRAPH_NODES",
+    "BN_GRAPH_EDGES",
+    "batch_size_sweep",
+    "syncbn",
+    "running_average",
+]
 
 
 def batch_size_sweep(sweep: Mapping, cited: Mapping | None = None) -> Figure:
@@ -109,4 +116,92 @@ def running_average(trace: Mapping) -> Figure:
     ax.set_ylabel("feature mean")
     ax.set_title("Running average of the batch mean")
     ax.legend()
+    return fig
+
+
+#: The BatchNorm forward graph: node -> (x, y) position, and each edge's local gradient.
+#: One source for the figure and its test; the chapter derives each label in words.
+BN_GRAPH_NODES: dict[str, tuple[float, float]] = {
+    "x": (0.0, 0.0),
+    "μ": (1.6, 1.3),
+    "x − μ": (3.2, 0.0),
+    "σ²": (4.8, 1.3),
+    "1/σ": (6.4, 1.3),
+    "x̂": (8.0, 0.0),
+    "y": (9.6, 0.0),
+    "γ, β": (9.6, 1.3),
+}
+BN_GRAPH_EDGES: tuple[tuple[str, str, str], ...] = (
+    ("x", "μ", r"$1/N$"),
+    ("x", "x − μ", r"$1$"),
+    ("μ", "x − μ", r"$-1$"),
+    ("x − μ", "σ²", r"$2(x_i-\mu)/N$"),
+    ("σ²", "1/σ", r"$-\frac{1}{2}(\sigma^2+\varepsilon)^{-3/2}$"),
+    ("x − μ", "x̂", r"$1/\sigma$"),
+    ("1/σ", "x̂", r"$x_i-\mu$"),
+    ("x̂", "y", r"$\gamma$"),
+    ("γ, β", "y", r"$\hat x_i$, $1$"),
+)
+
+
+def backward_graph() -> Figure:
+    """The computational graph of BatchNorm's forward pass, with each edge's local gradient.
+
+    Boxes are the intermediate values of one feature over a batch of N samples
+    (x → μ → x−μ → σ² → 1/σ → x̂ → y, with σ = sqrt(σ² + ε)); an arrow's label is the
+    derivative of its head with respect to its tail. The backward pass walks the arrows in
+    reverse, multiplying the upstream gradient by these labels and summing where paths meet.
+    """
+    from matplotlib.patches import FancyArrowPatch
+
+    fig, ax = figure(width=10, height=3.4)
+    ax.set_xlim(-0.7, 10.3)
+    ax.set_ylim(-0.9, 2.0)
+    ax.axis("off")
+    box = dict(boxstyle="round,pad=0.35", facecolor="white", edgecolor="black", lw=1.4)
+    for name, (px, py) in BN_GRAPH_NODES.items():
+        face = "#E69F00" if name in ("x", "y") else "white"
+        ax.text(
+            px,
+            py,
+            name,
+            ha="center",
+            va="center",
+            fontsize=13,
+            bbox={**box, "facecolor": face},
+            zorder=3,
+        )
+    for tail, head, label in BN_GRAPH_EDGES:
+        (x0, y0), (x1, y1) = BN_GRAPH_NODES[tail], BN_GRAPH_NODES[head]
+        # Curve the direct x -> x−μ edge below the row so it does not hide behind μ's edges.
+        rad = 0.35 if (tail, head) == ("x", "x − μ") else 0.0
+        ax.add_patch(
+            FancyArrowPatch(
+                (x0, y0),
+                (x1, y1),
+                arrowstyle="-|>",
+                mutation_scale=14,
+                lw=1.3,
+                color="#0072B2",
+                shrinkA=20,
+                shrinkB=20,
+                connectionstyle=f"arc3,rad={rad}",
+                zorder=2,
+            )
+        )
+        mx, my = (x0 + x1) / 2, (y0 + y1) / 2
+        if rad:
+            my -= 0.55
+        ax.text(
+            mx,
+            my + (0.18 if y0 == y1 else 0.0),
+            label,
+            ha="center",
+            va="bottom",
+            fontsize=9,
+            color="#333333",
+            bbox=dict(boxstyle="round,pad=0.15", facecolor="white", edgecolor="none"),
+            zorder=4,
+        )
+    ax.set_title("BatchNorm forward graph (one feature); arrow labels: local gradients")
     return fig

@@ -8,7 +8,15 @@ import numpy as np
 
 from . import COLORS, Figure, figure
 
-__all__ = ["compounding", "layer_histograms", "layer_profiles", "loss_curves", "landscape_probes"]
+__all__ = [
+    "compounding",
+    "layer_histograms",
+    "layer_profiles",
+    "loss_curves",
+    "landscape_probes",
+    "std_profiles",
+    "update_ratios",
+]
 
 _GAIN_COLORS = ["#0072B2", "#56B4E9", "#7f7f7f", "#E69F00", "#D55E00", "#CC79A7", "#009E73"]
 
@@ -164,4 +172,72 @@ def landscape_probes(runs: Mapping[tuple[str, str], object]) -> Figure:
         ax.set_xlabel("SGD step")
         ax.set_yscale("log")
     axes[1].legend(fontsize=8)
+    return fig
+
+
+_STYLES = ["-", "--", ":", "-."]
+_MARKERS = ["o", "s", "^", "D", "v"]
+
+
+def std_profiles(panels: Mapping[str, Mapping[str, np.ndarray]]) -> Figure:
+    """Pre-activation std vs layer (log scale), one panel per entry of ``panels``.
+
+    ``panels`` is ``{panel title: {line label: (depth+1,) std per layer}}``, e.g. the output of
+    :func:`normedu.experiments.drift.preactivation_std_profile` for several gains. A dotted
+    line marks std 1, the value variance preservation keeps.
+    """
+    n = len(panels)
+    fig, axes = figure(1, n, width=5.5 * n, height=3.8, squeeze=False)
+    for ax, (title, lines) in zip(axes[0], panels.items(), strict=False):
+        for i, (label, stds) in enumerate(lines.items()):
+            stds = np.asarray(stds, dtype=float)
+            layers = np.arange(len(stds))
+            ax.plot(
+                layers,
+                stds,
+                color=_GAIN_COLORS[(2 * i) % len(_GAIN_COLORS)],
+                ls=_STYLES[i % len(_STYLES)],
+                marker=_MARKERS[i % len(_MARKERS)],
+                markevery=max(1, len(stds) // 8),
+                ms=4,
+                lw=1.8,
+                label=label,
+            )
+        ax.axhline(1.0, color="black", lw=0.8, ls=":")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_xlabel("layer")
+        ax.set_ylabel("std of the pre-activation")
+        ax.legend(fontsize=8)
+    return fig
+
+
+def update_ratios(runs: Mapping[str, object], steps: int | None = None) -> Figure:
+    """Karpathy's update-to-data ratio per layer over training, one panel per run.
+
+    ``runs`` is ``{label: TrainRun}``; each run's ``update_ratios`` is (steps, layers) of
+    ``log10(std(lr * grad) / std(w))``. One line per hidden layer (colour from the first layer,
+    dark, to the last, light); the dashed line marks -3, the rule-of-thumb level of an update
+    about a thousandth of the weights. ``steps`` limits the x-axis to the first steps.
+    """
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    n = len(runs)
+    fig, axes = figure(1, n, width=5.5 * n, height=3.8, squeeze=False, sharey=True)
+    for ax, (label, run) in zip(axes[0], runs.items(), strict=False):
+        r = np.asarray(run.update_ratios, dtype=float)
+        if steps is not None:
+            r = r[:steps]
+        layers = r.shape[1]
+        for j in range(layers):
+            kw = dict(color=cmap(j / max(1, layers - 1)), lw=1.2)
+            if j in (0, layers - 1):
+                kw["label"] = f"layer {j + 1}"
+            ax.plot(np.arange(len(r)), r[:, j], **kw)
+        ax.axhline(-3, color="black", lw=1, ls="--", label="-3 (rule of thumb)")
+        ax.set_title(label)
+        ax.set_xlabel("SGD step")
+        ax.set_ylabel("log10(std(lr * grad) / std(w))")
+        ax.legend(fontsize=8)
     return fig

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from html import escape
 
 import numpy as np
 from matplotlib.patches import Rectangle
@@ -17,6 +18,7 @@ __all__ = [
     "layernorm_animation",
     "strip_external_links",
     "gamma_histogram",
+    "gamma_beta_histograms",
     "affine_curves",
     "walkthrough_table",
 ]
@@ -140,12 +142,18 @@ def layernorm_animation(
     beta: Sequence[float] = (0.5, 0.0, -0.5, 0.0, 1.0, 0.0),
     eps: float = 1e-5,
     tween: int = 4,
+    alt: str = (
+        "Animated bar chart of six feature values: the bars shift until their mean is zero, "
+        "shrink to unit variance, then are scaled by gamma and shifted by beta"
+    ),
 ) -> str:
     """LayerNorm of a 6-element vector as a self-contained HTML/JS player (no external request).
 
     ``matplotlib.animation`` renders :func:`layernorm_frames`; ``to_jshtml`` embeds the frames
     with play / step / reset (first frame) buttons that work on a static page. Returns the HTML
-    string with CDN ``<link>`` tags removed. Display with ``IPython.display.HTML``.
+    string with CDN ``<link>`` tags removed and ``alt`` as the alt text of the frame image (a
+    screen reader would otherwise read nothing, or the image's id). Display with
+    ``IPython.display.HTML``.
     """
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
@@ -180,6 +188,7 @@ def layernorm_animation(
     with plt.rc_context(STYLE):
         anim = FuncAnimation(fig, update, frames=len(frames), interval=350, blit=False)
         html = anim.to_jshtml(default_mode="once")
+    html = re.sub(r"<img id=", lambda _: f'<img alt="{escape(alt)}" id=', html, count=1)
     return strip_external_links(html)
 
 
@@ -200,6 +209,33 @@ def gamma_histogram(
     ax.set_ylabel("count")
     ax.set_title(title)
     ax.legend(fontsize=8)
+    return fig
+
+
+def gamma_beta_histograms(
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    bands: Mapping[str, tuple[float, float]] | None = None,
+) -> Figure:
+    """Two panels: learned γ (around its initial 1, optional shaded bands) and learned β
+    (around its initial 0). ``gamma`` and ``beta`` are 1-D arrays of the same length."""
+    g = np.asarray(gamma, dtype=float).ravel()
+    b = np.asarray(beta, dtype=float).ravel()
+    fig, (ax_g, ax_b) = figure(1, 2, width=11, height=3.8)
+    ax_g.hist(g, bins=50, color=COLORS["layernorm"], alpha=0.85, label=f"γ ({g.size} values)")
+    ax_g.axvline(1.0, color="black", ls="--", lw=1, label="initial value 1")
+    palette = [COLORS["batchnorm"], COLORS["rmsnorm"], COLORS["groupnorm"]]
+    for k, (name, (lo, hi)) in enumerate((bands or {}).items()):
+        ax_g.axvspan(lo, hi, color=palette[k % len(palette)], alpha=0.18, label=name)
+    ax_b.hist(
+        b, bins=50, color=COLORS["batchnorm"], alpha=0.85, hatch="//", label=f"β ({b.size} values)"
+    )
+    ax_b.axvline(0.0, color="black", ls="--", lw=1, label="initial value 0")
+    for ax, name in ((ax_g, "γ (scale)"), (ax_b, "β (shift)")):
+        ax.set_xlabel(name)
+        ax.set_ylabel("count")
+        ax.set_title(f"learned LayerNorm {name}")
+        ax.legend(fontsize=8)
     return fig
 
 
