@@ -17,6 +17,11 @@ Verdicts:
 - ``depends``: true under some conditions only (device, kernel, size); the note says which.
 - ``not reproduced``: our measurement disagrees.
 - ``cited``: not measurable here (e.g. a 90-GPU-day ImageNet table); carried with its source.
+
+Sources: a claim from a published work cites it with :func:`cite` (a ``{cite}`` role on
+``book/references.bib``, so the ledger's Source column links to the References page). A claim
+that only this course makes has a plain-text source (where it comes from, for maintainers);
+the rendered ledger attributes it to the chapter that states it and never shows that text.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ class Claim:
     - id: stable identifier, e.g. ``"drift.1.05^50"``.
     - chapter: the page that checks it (its docname, e.g. ``"drift"``).
     - claim: the claim as the source states it, in our words.
-    - source: where it comes from (paper with year, or the course's seed notes).
+    - source: where it comes from: :func:`cite` of the published work (MyST), or plain text
+      for a claim only this course makes (rendered as the chapter's own, see :func:`to_markdown`).
     - measured: what this book measured, with units.
     - verdict: one of :data:`VERDICTS`.
     - device: where it was measured ("exact arithmetic" for pure math).
@@ -71,11 +77,41 @@ class Claim:
 
 
 def measured_on() -> str:
-    """Where this process measures, for a claim's ``device`` field: device and size preset."""
+    """Where this process measures, for a claim's ``device`` field: the device and how large
+    the experiments ran (the laptop sizes on a CPU, the full sizes on a GPU)."""
     from .device import preset_name
     from .provenance import device_name
 
-    return f"{device_name()} ({preset_name()} preset)"
+    size = "full-size run" if preset_name() == "cuda" else "laptop-size run"
+    return f"{device_name()} ({size})"
+
+
+def cite(*keys: str, where: str = "") -> str:
+    """A claim's source from ``book/references.bib``: ``cite("ba2016layer", where="§5")``.
+
+    Returns MyST (``{cite}`ba2016layer`, §5``) that the book renders as a link to the entry on
+    the References page.
+    """
+    if not keys:
+        raise ValueError("cite() needs at least one bibliography key")
+    return "{cite}`" + ",".join(keys) + "`" + (f", {where}" if where else "")
+
+
+def is_cited(source: str) -> bool:
+    """True when ``source`` cites a published work (a ``{cite}`` role of :func:`cite`)."""
+    return "{cite" in source
+
+
+def source_markdown(claim: Claim) -> str:
+    """The Source cell of a claim: its citation, or the chapter that makes the claim.
+
+    A claim only this course makes is attributed to the page that states and checks it
+    (``{doc}`` renders that page's title as a link); the plain-text note about where it came
+    from stays in the record for maintainers.
+    """
+    if is_cited(claim.source):
+        return claim.source
+    return "this course, {doc}`" + claim.chapter + "`"
 
 
 def verdict_within(measured: float, expected: float, rtol: float) -> str:
@@ -119,12 +155,16 @@ def to_markdown(
     claims: list[Claim],
     columns: tuple[str, ...] = ("claim", "source", "measured", "device", "verdict"),
 ) -> str:
-    """Render claims as a Markdown table (for ``IPython.display.Markdown``)."""
+    """Render claims as a Markdown table (for ``IPython.display.Markdown``).
+
+    The book parses displayed Markdown as MyST, so the Source column's ``{cite}`` and ``{doc}``
+    roles become links (see :func:`source_markdown`).
+    """
     head = "| " + " | ".join(c.capitalize() for c in columns) + " |"
     rule = "|" + "---|" * len(columns)
     rows = []
     for c in claims:
-        vals = {**asdict(c)}
+        vals = {**asdict(c), "source": source_markdown(c)}
         if c.note:
             vals["measured"] = f"{c.measured} ({c.note})"
         rows.append("| " + " | ".join(_cell(vals[k]) for k in columns) + " |")

@@ -364,8 +364,8 @@ def test_claim_verdicts_follow_the_measurements(monkeypatch, tmp_path):
     by_id = {c.id: c for c in ledger.check("fast")}
     assert by_id["fast.h200_floor"].verdict == "confirmed"
     assert "55.9 µs" in by_id["fast.h200_floor"].measured
-    assert by_id["fast.layernorm_fraction"].verdict == "confirmed"
-    assert by_id["fast.rmsnorm_fraction"].verdict == "not reproduced"
+    # The kernels' own targets are not claims (normedu.fast_targets, tests/test_fast_targets.py).
+    assert not any(i.endswith(("_fraction", "_not_slower_than_eager")) for i in by_id)
     assert by_id["fast.rms_10_15.fwd"].verdict == "depends"
     assert by_id["fast.eager_rms_slower_cpu"].verdict == "confirmed"
     assert (tmp_path / "fast.json").exists()
