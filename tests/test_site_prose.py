@@ -148,7 +148,9 @@ class _Reader(HTMLParser):
         if self.cite and self.article < self.cite:
             self.cite = 0
         if tag == "h2" and self.heading is not None:
-            self.page.sections.append(squash("".join(self.heading)).rstrip("#").strip())
+            # Without the headerlink's "#" and the section number of a numbered part ("7.12. ").
+            title = squash("".join(self.heading)).rstrip("#").strip()
+            self.page.sections.append(re.sub(r"^(\d+\.)+\s*", "", title))
             self.heading = None
         if tag in ("td", "th") and self.cell is not None:
             if self.page.tables and self.page.tables[-1]:
@@ -282,7 +284,8 @@ PLANTED = """
 <table><thead><tr><th>Claim</th><th>Source</th></tr></thead>
 <tbody><tr><td>LN is invariant</td><td><a href="references.html#id7">Ba</a></td></tr></tbody>
 </table>
-<section id="further-reading"><h2>Further reading<a class="headerlink" href="#f">#</a></h2>
+<section id="further-reading"><h2><span class="section-number">7.12. </span>Further reading<a
+ class="headerlink" href="#f">#</a></h2>
 </section></section></article>
 <img alt="Logo of the course, a bell curve" src="_static/logo.svg"></body></html>
 """
