@@ -99,9 +99,23 @@ def check(res: Any, n: int, d: int, stored: Any | None = None) -> list[TargetChe
 
 
 def to_markdown(checks: list[TargetCheck]) -> str:
-    """The checks as a Markdown table (target, measured, met, device)."""
-    lines = ["| Target | Measured | Met? | Device |", "|---|---|---|---|"]
+    """The checks as a Markdown table (target, measured, met).
+
+    The device is named where it differs from the first check's (the page names that one).
+    """
+    lines = ["| Target | Measured | Met? |", "|---|---|---|"]
+    first = checks[0].device if checks else ""
     for c in checks:
-        cells = (c.target, c.measured, "yes" if c.met else "**no**", c.device)
+        measured = c.measured if c.device == first else f"{c.measured}, on {c.device}"
+        cells = (c.target, measured, "yes" if c.met else "**no**")
         lines.append("| " + " | ".join(s.replace("|", "\\|") for s in cells) + " |")
     return "\n".join(lines)
+
+
+def summary_sentence(checks: list[TargetCheck]) -> str:
+    """One sentence that says how many targets the run met, and which it missed."""
+    missed = [c.target for c in checks if not c.met]
+    head = f"On {checks[0].device}, this run meets {len(checks) - len(missed)} of {len(checks)}"
+    if not missed:
+        return head + " targets."
+    return head + " targets; it misses: " + "; ".join(missed) + "."

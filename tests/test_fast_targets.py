@@ -65,4 +65,8 @@ def test_gpu_target_only_with_a_stored_run():
     checks = T.check(_run(), N, D, stored=gpu)
     assert len(checks) == 5 and checks[-1].device == "test GPU" and not checks[-1].met
     table = T.to_markdown(checks)
-    assert table.count("\n") == 6 and "| **no** | test GPU |" in table
+    assert table.count("\n") == 6 and "on test GPU | **no** |" in table
+    assert T.summary_sentence(checks) == (
+        "On test CPU, this run meets 4 of 5 targets; it misses: on a GPU, fast forward kernels "
+        "at least 0.7 of the device's copy bandwidth."
+    )
