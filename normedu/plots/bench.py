@@ -88,7 +88,9 @@ def bench_figure(
         fig, left = figure(1, 1, width=7.5, height=4.6)
         _panel(left, res, f"This device: {_short(res.device)}", pass_, dtype)
     else:
-        fig, (left, right) = figure(1, 2, width=11.0, height=4.4)
+        # One panel above the other: side by side, the page's column would shrink the labels
+        # of both below legibility.
+        fig, (left, right) = figure(2, 1, width=7.5, height=8.6)
         _panel(left, res, f"This device: {_short(res.device)}", pass_, dtype)
         _panel(right, stored, f"Stored GPU run: {_short(stored.device)}", pass_, dtype)
     fig.suptitle("How close each implementation gets to memory bandwidth (higher is better)")
