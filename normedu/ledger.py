@@ -19,15 +19,18 @@ Verdicts:
 - ``cited``: not measurable here (e.g. a 90-GPU-day ImageNet table); carried with its source.
 
 Sources: a claim from a published work cites it with :func:`cite` (a ``{cite}`` role on
-``book/references.bib``, so the ledger's Source column links to the References page). A claim
-that only this course makes has a plain-text source (where it comes from, for maintainers);
-the rendered ledger attributes it to the chapter that states it and never shows that text.
+``book/references.bib``, so the ledger's Source column links to the References page), or names
+it as "Surname et al., YEAR", which :func:`source_markdown` links to the same entry. A claim that
+only this course makes has a source starting "this course"; the rendered ledger attributes it
+to the chapter that states it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,8 +51,9 @@ class Claim:
     - id: stable identifier, e.g. ``"drift.1.05^50"``.
     - chapter: the page that checks it (its docname, e.g. ``"drift"``).
     - claim: the claim as the source states it, in our words.
-    - source: where it comes from: :func:`cite` of the published work (MyST), or plain text
-      for a claim only this course makes (rendered as the chapter's own, see :func:`to_markdown`).
+    - source: where it comes from: :func:`cite` of the published work (MyST) or "Surname et
+      al., YEAR"; "this course, ..." for a claim only this course makes (see
+      :func:`source_markdown`).
     - measured: what this book measured, with units.
     - verdict: one of :data:`VERDICTS`.
     - device: where it was measured ("exact arithmetic" for pure math).
@@ -102,16 +106,88 @@ def is_cited(source: str) -> bool:
     return "{cite" in source
 
 
-def source_markdown(claim: Claim) -> str:
-    """The Source cell of a claim: its citation, or the chapter that makes the claim.
+#: The book's one bibliography; :func:`link_author_year` resolves citations written as text.
+BIBLIOGRAPHY = _REPO / "book" / "references.bib"
+#: How a source names a claim of this course itself ("this course, chapter '...'").
+THIS_COURSE = "this course"
 
-    A claim only this course makes is attributed to the page that states and checks it
-    (``{doc}`` renders that page's title as a link); the plain-text note about where it came
-    from stays in the record for maintainers.
+
+@functools.cache
+def bib_entries(path: Path = BIBLIOGRAPHY) -> tuple[tuple[str, str, str, str], ...]:
+    """``(key, first author's surname, year, venue text)`` of every entry of a BibTeX file.
+
+    The venue text joins booktitle, journal, title and howpublished, for :func:`link_author_year`
+    to check a venue named in a source. A missing file gives no entries.
+    """
+    if not Path(path).exists():
+        return ()
+    text = Path(path).read_text(encoding="utf-8")
+    out = []
+    for m in re.finditer(r"@\w+\s*\{\s*([^,\s]+)\s*,", text):
+        body, depth, i = [], 1, m.end()
+        while i < len(text) and depth:  # the entry runs to its matching closing brace
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            body.append(text[i])
+            i += 1
+        fields = dict(
+            (k.lower(), v)
+            for k, v in re.findall(r"(\w+)\s*=\s*\{((?:[^{}]|\{[^{}]*\})*)\}", "".join(body))
+        )
+        first = re.split(r"\s+and\s+", fields.get("author", ""))[0].strip()
+        if first.startswith("{") and first.endswith("}"):
+            surname = first.strip("{}")  # a corporate author, {Gemma Team}, is one name
+        elif "," in first:
+            surname = first.split(",")[0].strip()
+        else:
+            surname = first.split(" ")[-1]
+        venue = " ".join(
+            fields.get(k, "") for k in ("booktitle", "journal", "title", "howpublished")
+        )
+        out.append((m.group(1), surname, fields.get("year", ""), venue))
+    return tuple(out)
+
+
+def link_author_year(text: str, path: Path = BIBLIOGRAPHY) -> str:
+    """Replace each "Surname et al., [Venue] YEAR" in ``text`` by a ``{cite:t}`` of its entry.
+
+    A mention is linked only when exactly one entry of the bibliography has that first author
+    and year, and when every venue the mention names (a word with two capitals, e.g. ICML,
+    NeurIPS) occurs in that entry: "He et al., ECCV 2016" does not link the CVPR paper of the
+    same authors and year. Anything unresolved stays as written.
+    """
+    by_author_year: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for key, surname, year, venue in bib_entries(path):
+        by_author_year.setdefault((surname, year), []).append((key, venue))
+    pattern = re.compile(r"\b([A-Z][\w'-]+)\b([^;]{0,40}?)\b((?:19|20)\d\d)[a-z]?\b(\))?")
+
+    def replace(m: re.Match) -> str:
+        found = by_author_year.get((m.group(1), m.group(3)), [])
+        venues = re.findall(r"\b[A-Za-z]*[A-Z][a-z]*[A-Z]\w*\b", m.group(2))
+        if len(found) != 1 or any(v not in found[0][1] for v in venues):
+            return m.group(0)
+        # "Karpathy, makemore (2022)": the bracket opened inside the mention closes with it.
+        opened = m.group(2).count("(") > m.group(2).count(")")
+        return "{cite:t}`" + found[0][0] + "`" + ("" if opened else m.group(4) or "")
+
+    return pattern.sub(replace, text)
+
+
+def source_markdown(claim: Claim) -> str:
+    """The Source cell of a claim: citations that link the References page, or the chapter.
+
+    - a source written with :func:`cite` is kept as it is;
+    - a published work named in the text ("Xiong et al., 2020 (ICML), Fig. 3") becomes a
+      citation of its bibliography entry (:func:`link_author_year`);
+    - a claim only this course makes (a source starting "this course") is attributed to the
+      page that states and checks it (``{doc}`` renders that page's title as a link).
     """
     if is_cited(claim.source):
         return claim.source
-    return "this course, {doc}`" + claim.chapter + "`"
+    if claim.source.strip().lower().startswith(THIS_COURSE):
+        rest = claim.source.split(";", 1)[1].strip() if ";" in claim.source else ""
+        own = "this course, {doc}`" + claim.chapter + "`"
+        return own + (f"; {link_author_year(rest)}" if rest else "")
+    return link_author_year(claim.source)
 
 
 def verdict_within(measured: float, expected: float, rtol: float) -> str:

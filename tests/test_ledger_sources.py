@@ -11,6 +11,31 @@ from normedu import ledger
 
 REPO = Path(__file__).resolve().parent.parent
 
+BIB = """
+@inproceedings{he2015delving,
+  author = {He, Kaiming and Zhang, Xiangyu},
+  title = {Delving Deep into Rectifiers},
+  booktitle = {Proceedings of the IEEE International Conference on Computer Vision (ICCV)},
+  year = {2015}
+}
+@inproceedings{he2016deep,
+  author = {He, Kaiming and Zhang, Xiangyu},
+  title = {Deep Residual Learning},
+  booktitle = {Proceedings of CVPR},
+  year = {2016}
+}
+@misc{touvron2023a, author = {Touvron, Hugo and others}, title = {{LLaMA}}, year = {2023}}
+@misc{touvron2023b, author = {Touvron, Hugo and others}, title = {Llama 2}, year = {2023}}
+@misc{gemma2024, author = {{Gemma Team}}, title = {Gemma}, year = {2024}}
+"""
+
+
+@pytest.fixture
+def bib(tmp_path: Path) -> Path:
+    path = tmp_path / "refs.bib"
+    path.write_text(BIB)
+    return path
+
 
 def _claim(source: str, chapter: str = "drift") -> ledger.Claim:
     return ledger.Claim(
@@ -25,14 +50,39 @@ def test_cite_builds_a_myst_citation():
         ledger.cite()
 
 
+def test_bib_entries_read_key_surname_year(bib):
+    got = {k: (s, y) for k, s, y, _ in ledger.bib_entries(bib)}
+    assert got["he2015delving"] == ("He", "2015")
+    assert got["gemma2024"] == ("Gemma Team", "2024")
+
+
+@pytest.mark.parametrize(
+    ("text", "linked"),
+    [
+        ("He et al., ICCV 2015, Fig. 2", "{cite:t}`he2015delving`, Fig. 2"),
+        ("He et al., 2016", "{cite:t}`he2016deep`"),
+        # Same authors and year, but another venue: a different paper, left as written.
+        ("He et al., ECCV 2016 (identity mappings)", None),
+        # Two entries match: which one is meant is unknown.
+        ("Touvron et al., 2023a", None),
+        ("Nobody et al., 2019", None),
+        ("a blog post (He, 2015)", "a blog post ({cite:t}`he2015delving`)"),
+        ("He, lecture notes (2015)", "{cite:t}`he2015delving`"),
+    ],
+)
+def test_author_year_mentions_link_their_entry(bib, text, linked):
+    assert ledger.link_author_year(text, bib) == (linked or text)
+
+
 def test_source_column_links_a_reference_or_the_chapter():
     cited = _claim(ledger.cite("ba2016layer", where="§5"))
-    own = _claim("the course's own summary, an internal note", chapter="summary")
-    table = ledger.to_markdown([cited, own])
+    own = _claim("this course, chapter 'Summary'", chapter="summary")
+    both = _claim("this course, chapter 'Drift'; Ba et al., 2016")
+    table = ledger.to_markdown([cited, own, both])
     rows = table.splitlines()[2:]
     assert "| {cite}`ba2016layer`, §5 |" in rows[0]
-    # A claim only this course makes is the chapter's; the internal note is never shown.
-    assert "| this course, {doc}`summary` |" in rows[1] and "internal" not in table
+    assert "| this course, {doc}`summary` |" in rows[1]
+    assert "| this course, {doc}`drift`; {cite:t}`ba2016layer` |" in rows[2]
 
 
 def _bib_keys() -> set[str]:
@@ -41,6 +91,7 @@ def _bib_keys() -> set[str]:
 
 
 def test_every_key_the_claims_cite_is_in_the_bibliography():
+    assert {k for k, *_ in ledger.bib_entries()} == _bib_keys()
     used = set()
     for p in sorted((REPO / "normedu" / "claims").glob("*.py")):
         src = p.read_text()

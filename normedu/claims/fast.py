@@ -73,7 +73,7 @@ def check() -> list[Claim]:
                 id=f"fast.rms_10_15.{pass_}",
                 chapter=CHAPTER,
                 claim="RMSNorm gives a 10–15% speedup of the normalization operation",
-                source="the course's RMSNorm section ('Why it's faster')",
+                source="this course (RMSNorm section, 'Why it's faster')",
                 measured=f"time RMSNorm / LayerNorm, {what}, {n}×{d}: {_ratios_text(ratios)}",
                 verdict=_speedup_verdict(ratios, 0.10, 0.15),
                 device=device,
@@ -88,7 +88,7 @@ def check() -> list[Claim]:
             id="fast.rms_25_cheaper",
             chapter=CHAPTER,
             claim="RMSNorm is about 25% cheaper than LayerNorm",
-            source="the course's comparison of the norms (RMSNorm)",
+            source="this course (comparison of the norms, RMSNorm)",
             measured=f"time RMSNorm / LayerNorm, forward, {n}×{d}: {_ratios_text(ratios)}",
             verdict=_speedup_verdict(ratios, 0.20, 0.30),
             device=device,
@@ -102,7 +102,7 @@ def check() -> list[Claim]:
             chapter=CHAPTER,
             claim="On a CPU PyTorch's eager F.rms_norm is slower than F.layer_norm: it is not "
             "one fused kernel there",
-            source="measured by this course on a CPU with torch 2.13",
+            source="this course (measured on a CPU with torch 2.13)",
             measured=f"eager RMSNorm / LayerNorm time {eager_ratio:.2f} at {n}×{d}",
             verdict=(
                 "confirmed"

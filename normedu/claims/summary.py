@@ -15,7 +15,7 @@ from ..ledger import Claim, claims_for
 
 CHAPTER = "summary"
 #: The comparison is this course's own summary: the ledger attributes it to the summary page.
-NOTES = "the course's comparison table of the norms"
+NOTES = "this course (the comparison table of the norms)"
 C = 64  # channels / features of the checks
 
 
