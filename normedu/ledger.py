@@ -153,7 +153,8 @@ def link_author_year(text: str, path: Path = BIBLIOGRAPHY) -> str:
     A mention is linked only when exactly one entry of the bibliography has that first author
     and year, and when every venue the mention names (a word with two capitals, e.g. ICML,
     NeurIPS) occurs in that entry: "He et al., ECCV 2016" does not link the CVPR paper of the
-    same authors and year. Anything unresolved stays as written.
+    same authors and year. A documentation page written "PyTorch documentation, torch.nn.init"
+    links the organisation's entry whose title names it. Anything unresolved stays as written.
     """
     by_author_year: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for key, surname, year, venue in bib_entries(path):
@@ -169,7 +170,23 @@ def link_author_year(text: str, path: Path = BIBLIOGRAPHY) -> str:
         opened = m.group(2).count("(") > m.group(2).count(")")
         return "{cite:t}`" + found[0][0] + "`" + ("" if opened else m.group(4) or "")
 
-    return pattern.sub(replace, text)
+    linked = pattern.sub(replace, text)
+    return "; ".join(_link_documentation(part, path) for part in linked.split("; "))
+
+
+def _link_documentation(part: str, path: Path) -> str:
+    """Link "PyTorch documentation, torch.nn.init" to the entry of an organisation (a braced
+    author, {PyTorch contributors}) whose title holds the page's name; else ``part`` as is."""
+    if "{cite" in part or "," not in part:
+        return part
+    org = part.split()[0].lower()
+    name = re.sub(r"\s*\(.*\)\s*$", "", part.rsplit(",", 1)[1]).strip()
+    hits = [
+        key
+        for key, surname, _, venue in bib_entries(path)
+        if " " in surname and surname.split()[0].lower() == org and name and name in venue
+    ]
+    return "{cite:t}`" + hits[0] + "`" if len(hits) == 1 else part
 
 
 def source_markdown(claim: Claim) -> str:

@@ -27,6 +27,8 @@ BIB = """
 @misc{touvron2023a, author = {Touvron, Hugo and others}, title = {{LLaMA}}, year = {2023}}
 @misc{touvron2023b, author = {Touvron, Hugo and others}, title = {Llama 2}, year = {2023}}
 @misc{gemma2024, author = {{Gemma Team}}, title = {Gemma}, year = {2024}}
+@misc{pt_init, author = {{PyTorch contributors}}, title = {torch.nn.init (docs)}, year = {2024}}
+@misc{pt_bn, author = {{PyTorch contributors}}, title = {torch.nn.BatchNorm1d}, year = {2024}}
 """
 
 
@@ -68,6 +70,9 @@ def test_bib_entries_read_key_surname_year(bib):
         ("Nobody et al., 2019", None),
         ("a blog post (He, 2015)", "a blog post ({cite:t}`he2015delving`)"),
         ("He, lecture notes (2015)", "{cite:t}`he2015delving`"),
+        ("PyTorch documentation, torch.nn.init", "{cite:t}`pt_init`"),
+        ("He et al., 2016; PyTorch docs, BatchNorm1d", "{cite:t}`he2016deep`; {cite:t}`pt_bn`"),
+        ("PyTorch documentation, torch.nn.RMSNorm (torch >= 2.4)", None),
     ],
 )
 def test_author_year_mentions_link_their_entry(bib, text, linked):
