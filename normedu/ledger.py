@@ -17,12 +17,20 @@ Verdicts:
 - ``depends``: true under some conditions only (device, kernel, size); the note says which.
 - ``not reproduced``: our measurement disagrees.
 - ``cited``: not measurable here (e.g. a 90-GPU-day ImageNet table); carried with its source.
+
+Sources: a claim from a published work cites it with :func:`cite` (a ``{cite}`` role on
+``book/references.bib``, so the ledger's Source column links to the References page), or names
+it as "Surname et al., YEAR", which :func:`source_markdown` links to the same entry. A claim that
+only this course makes has a source starting "this course"; the rendered ledger attributes it
+to the chapter that states it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,7 +51,9 @@ class Claim:
     - id: stable identifier, e.g. ``"drift.1.05^50"``.
     - chapter: the page that checks it (its docname, e.g. ``"drift"``).
     - claim: the claim as the source states it, in our words.
-    - source: where it comes from (paper with year, or the course's seed notes).
+    - source: where it comes from: :func:`cite` of the published work (MyST) or "Surname et
+      al., YEAR"; "this course, ..." for a claim only this course makes (see
+      :func:`source_markdown`).
     - measured: what this book measured, with units.
     - verdict: one of :data:`VERDICTS`.
     - device: where it was measured ("exact arithmetic" for pure math).
@@ -71,11 +81,130 @@ class Claim:
 
 
 def measured_on() -> str:
-    """Where this process measures, for a claim's ``device`` field: device and size preset."""
+    """Where this process measures, for a claim's ``device`` field: the device and how large
+    the experiments ran (the laptop sizes on a CPU, the full sizes on a GPU)."""
     from .device import preset_name
     from .provenance import device_name
 
-    return f"{device_name()} ({preset_name()} preset)"
+    size = "full-size run" if preset_name() == "cuda" else "laptop-size run"
+    return f"{device_name()} ({size})"
+
+
+def cite(*keys: str, where: str = "") -> str:
+    """A claim's source from ``book/references.bib``: ``cite("ba2016layer", where="§5")``.
+
+    Returns MyST (``{cite}`ba2016layer`, §5``) that the book renders as a link to the entry on
+    the References page.
+    """
+    if not keys:
+        raise ValueError("cite() needs at least one bibliography key")
+    return "{cite}`" + ",".join(keys) + "`" + (f", {where}" if where else "")
+
+
+def is_cited(source: str) -> bool:
+    """True when ``source`` cites a published work (a ``{cite}`` role of :func:`cite`)."""
+    return "{cite" in source
+
+
+#: The book's one bibliography; :func:`link_author_year` resolves citations written as text.
+BIBLIOGRAPHY = _REPO / "book" / "references.bib"
+#: How a source names a claim of this course itself ("this course, chapter '...'").
+THIS_COURSE = "this course"
+
+
+@functools.cache
+def bib_entries(path: Path = BIBLIOGRAPHY) -> tuple[tuple[str, str, str, str], ...]:
+    """``(key, first author's surname, year, venue text)`` of every entry of a BibTeX file.
+
+    The venue text joins booktitle, journal, title and howpublished, for :func:`link_author_year`
+    to check a venue named in a source. A missing file gives no entries.
+    """
+    if not Path(path).exists():
+        return ()
+    text = Path(path).read_text(encoding="utf-8")
+    out = []
+    for m in re.finditer(r"@\w+\s*\{\s*([^,\s]+)\s*,", text):
+        body, depth, i = [], 1, m.end()
+        while i < len(text) and depth:  # the entry runs to its matching closing brace
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            body.append(text[i])
+            i += 1
+        fields = dict(
+            (k.lower(), v)
+            for k, v in re.findall(r"(\w+)\s*=\s*\{((?:[^{}]|\{[^{}]*\})*)\}", "".join(body))
+        )
+        first = re.split(r"\s+and\s+", fields.get("author", ""))[0].strip()
+        if first.startswith("{") and first.endswith("}"):
+            surname = first.strip("{}")  # a corporate author, {Gemma Team}, is one name
+        elif "," in first:
+            surname = first.split(",")[0].strip()
+        else:
+            surname = first.split(" ")[-1]
+        venue = " ".join(
+            fields.get(k, "") for k in ("booktitle", "journal", "title", "howpublished")
+        )
+        out.append((m.group(1), surname, fields.get("year", ""), venue))
+    return tuple(out)
+
+
+def link_author_year(text: str, path: Path = BIBLIOGRAPHY) -> str:
+    """Replace each "Surname et al., [Venue] YEAR" in ``text`` by a ``{cite:t}`` of its entry.
+
+    A mention is linked only when exactly one entry of the bibliography has that first author
+    and year, and when every venue the mention names (a word with two capitals, e.g. ICML,
+    NeurIPS) occurs in that entry: "He et al., ECCV 2016" does not link the CVPR paper of the
+    same authors and year. A documentation page written "PyTorch documentation, torch.nn.init"
+    links the organisation's entry whose title names it. Anything unresolved stays as written.
+    """
+    by_author_year: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for key, surname, year, venue in bib_entries(path):
+        by_author_year.setdefault((surname, year), []).append((key, venue))
+    pattern = re.compile(r"\b([A-Z][\w'-]+)\b([^;]{0,40}?)\b((?:19|20)\d\d)[a-z]?\b(\))?")
+
+    def replace(m: re.Match) -> str:
+        found = by_author_year.get((m.group(1), m.group(3)), [])
+        venues = re.findall(r"\b[A-Za-z]*[A-Z][a-z]*[A-Z]\w*\b", m.group(2))
+        if len(found) != 1 or any(v not in found[0][1] for v in venues):
+            return m.group(0)
+        # "Karpathy, makemore (2022)": the bracket opened inside the mention closes with it.
+        opened = m.group(2).count("(") > m.group(2).count(")")
+        return "{cite:t}`" + found[0][0] + "`" + ("" if opened else m.group(4) or "")
+
+    linked = pattern.sub(replace, text)
+    return "; ".join(_link_documentation(part, path) for part in linked.split("; "))
+
+
+def _link_documentation(part: str, path: Path) -> str:
+    """Link "PyTorch documentation, torch.nn.init" to the entry of an organisation (a braced
+    author, {PyTorch contributors}) whose title holds the page's name; else ``part`` as is."""
+    if "{cite" in part or "," not in part:
+        return part
+    org = part.split()[0].lower()
+    name = re.sub(r"\s*\(.*\)\s*$", "", part.rsplit(",", 1)[1]).strip()
+    hits = [
+        key
+        for key, surname, _, venue in bib_entries(path)
+        if " " in surname and surname.split()[0].lower() == org and name and name in venue
+    ]
+    return "{cite:t}`" + hits[0] + "`" if len(hits) == 1 else part
+
+
+def source_markdown(claim: Claim) -> str:
+    """The Source cell of a claim: citations that link the References page, or the chapter.
+
+    - a source written with :func:`cite` is kept as it is;
+    - a published work named in the text ("Xiong et al., 2020 (ICML), Fig. 3") becomes a
+      citation of its bibliography entry (:func:`link_author_year`);
+    - a claim only this course makes (a source starting "this course") is attributed to the
+      page that states and checks it (``{doc}`` renders that page's title as a link).
+    """
+    if is_cited(claim.source):
+        return claim.source
+    if claim.source.strip().lower().startswith(THIS_COURSE):
+        rest = claim.source.split(";", 1)[1].strip() if ";" in claim.source else ""
+        own = "this course, {doc}`" + claim.chapter + "`"
+        return own + (f"; {link_author_year(rest)}" if rest else "")
+    return link_author_year(claim.source)
 
 
 def verdict_within(measured: float, expected: float, rtol: float) -> str:
@@ -122,12 +251,16 @@ def to_markdown(
     claims: list[Claim],
     columns: tuple[str, ...] = ("claim", "source", "measured", "device", "verdict"),
 ) -> str:
-    """Render claims as a Markdown table (for ``IPython.display.Markdown``)."""
+    """Render claims as a Markdown table (for ``IPython.display.Markdown``).
+
+    The book parses displayed Markdown as MyST, so the Source column's ``{cite}`` and ``{doc}``
+    roles become links (see :func:`source_markdown`).
+    """
     head = "| " + " | ".join(c.capitalize() for c in columns) + " |"
     rule = "|" + "---|" * len(columns)
     rows = []
     for c in claims:
-        vals = {**asdict(c)}
+        vals = {**asdict(c), "source": source_markdown(c)}
         if c.note:
             vals["measured"] = f"{c.measured} ({c.note})"
         rows.append("| " + " | ".join(_cell(vals[k]) for k in columns) + " |")

@@ -142,7 +142,8 @@ def test_figure_with_and_without_a_stored_gpu_run(res):
     left_only = bench_figure(res)
     texts = [t.get_text() for ax in left_only.axes for t in ax.texts]
     assert len(left_only.axes) == 1
-    assert any("no GPU run stored yet" in t and "normedu.bench --store" in t for t in texts)
+    # No command in the figure: the page says in one quiet line that no GPU run is stored.
+    assert not any("--store" in t for t in texts)
     assert headline_shape(res) == (8, 64)
     both = bench_figure(res, stored=res)
     assert len(both.axes) == 2
@@ -364,8 +365,8 @@ def test_claim_verdicts_follow_the_measurements(monkeypatch, tmp_path):
     by_id = {c.id: c for c in ledger.check("fast")}
     assert by_id["fast.h200_floor"].verdict == "confirmed"
     assert "55.9 µs" in by_id["fast.h200_floor"].measured
-    assert by_id["fast.layernorm_fraction"].verdict == "confirmed"
-    assert by_id["fast.rmsnorm_fraction"].verdict == "not reproduced"
+    # The kernels' own targets are not claims (normedu.fast_targets, tests/test_fast_targets.py).
+    assert not any(i.endswith(("_fraction", "_not_slower_than_eager")) for i in by_id)
     assert by_id["fast.rms_10_15.fwd"].verdict == "depends"
     assert by_id["fast.eager_rms_slower_cpu"].verdict == "confirmed"
     assert (tmp_path / "fast.json").exists()

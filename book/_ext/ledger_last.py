@@ -4,12 +4,14 @@ The claims ledger shows what the chapters recorded while they executed, and the 
 status page lists their run times. Sphinx reads documents in sorted order and skips unchanged
 ones, so without this the ledger would run before drift/fast/jacobian/... on a fresh build
 (and compute every chapter's checks a second time), and would never re-run when only a
-chapter changed.
+chapter changed. The References page is read after them so that it lists what they cite.
 """
 
 from __future__ import annotations
 
-LAST = ("book/claims_ledger", "book/execution_status")
+#: The References page comes last: the ledger's citations change with its measurements, and
+#: a bibliography read before them (or left over from an earlier build) would miss some.
+LAST = ("book/claims_ledger", "book/execution_status", "book/references")
 
 
 def _always_outdated(app, env, added, changed, removed):

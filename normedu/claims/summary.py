@@ -14,7 +14,8 @@ from typing import Any
 from ..ledger import Claim, claims_for
 
 CHAPTER = "summary"
-NOTES = "course notes (seed), §4 'The norm comparison'"
+#: The comparison is this course's own summary: the ledger attributes it to the summary page.
+NOTES = "this course (the comparison table of the norms)"
 C = 64  # channels / features of the checks
 
 
@@ -116,7 +117,12 @@ def comparison_markdown() -> str:
             f"2D = {res['layernorm']['params']} {mark(res['layernorm']['params'] == 2 * C)}",
             f"D = {res['rmsnorm']['params']} {mark(res['rmsnorm']['params'] == C)}",
         ),
-        ("Standard for", "CNNs", "BERT, GPT-2", "Modern LLMs (LLaMA, Mistral)"),
+        (
+            "Standard for",
+            "CNNs {cite}`he2016deep`",
+            "BERT {cite}`devlin2019bert`, GPT-2 {cite}`radford2019language`",
+            "Modern LLMs: LLaMA {cite}`touvron2023llama`, Mistral {cite}`jiang2023mistral`",
+        ),
     ]
     lines = ["| | BatchNorm | LayerNorm | RMSNorm |", "|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]

@@ -3,24 +3,18 @@
 Each panel shows, for one device, the effective bandwidth of every implementation's forward
 pass as a fraction of that device's measured copy bandwidth (1.0 = as fast as a plain copy,
 the roofline), LayerNorm and RMSNorm side by side: bars for the medians, black dashes for the
-fastest call against the fastest copy. A missing stored GPU run is shown as an
-empty panel that says how to produce it; nothing is invented.
+fastest call against the fastest copy. Without a stored GPU run the figure shows this device
+alone; nothing is invented. RMSNorm bars are hatched, so the two norms differ without colour.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import COLORS, Figure, figure
+from . import COLORS, HATCHES, Figure, figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..bench import BenchResult
-
-NO_GPU_TEXT = (
-    "no GPU run stored yet;\nregenerate with:\npython -m normedu.bench --store\non a CUDA machine"
-)
-#: The fast kernels' target on a CPU (fraction of copy bandwidth, D >= 4096, float32).
-TARGET_FRACTION = 0.7
 
 
 def headline_shape(res: BenchResult, pass_: str = "fwd", dtype: str = "float32") -> tuple[int, int]:
@@ -49,7 +43,9 @@ def _panel(ax, res: BenchResult, title: str, pass_: str, dtype: str) -> None:
                 hs.append(match[0]["frac_of_copy"])
                 best.append(match[0].get("frac_best", float("nan")))
         label = "LayerNorm (median)" if op == "layernorm" else "RMSNorm (median)"
-        bars = ax.bar(xs, hs, width=width, color=COLORS[op], label=label)
+        bars = ax.bar(
+            xs, hs, width=width, color=COLORS[op], hatch=HATCHES[op], edgecolor="white", label=label
+        )
         ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
         ax.scatter(
             xs,
@@ -89,20 +85,12 @@ def bench_figure(
     if stored is None:
         # One readable panel rather than a wide figure with an empty half: the column of the
         # page would shrink the labels of two panels below legibility.
-        fig, left = figure(1, 1, width=7.5, height=5.0)
+        fig, left = figure(1, 1, width=7.5, height=4.6)
         _panel(left, res, f"This device: {_short(res.device)}", pass_, dtype)
-        left.text(
-            0.5,
-            -0.16,
-            NO_GPU_TEXT.replace("\n", " ").replace("yet; ", "yet.\n"),
-            ha="center",
-            va="top",
-            transform=left.transAxes,
-            fontsize=9,
-            family="monospace",
-        )
     else:
-        fig, (left, right) = figure(1, 2, width=11.0, height=4.4)
+        # One panel above the other: side by side, the page's column would shrink the labels
+        # of both below legibility.
+        fig, (left, right) = figure(2, 1, width=7.5, height=8.6)
         _panel(left, res, f"This device: {_short(res.device)}", pass_, dtype)
         _panel(right, stored, f"Stored GPU run: {_short(stored.device)}", pass_, dtype)
     fig.suptitle("How close each implementation gets to memory bandwidth (higher is better)")
@@ -141,6 +129,8 @@ def time_figure(res: BenchResult, pass_: str = "fwd", dtype: str = "float32") ->
                 med,
                 width=0.38,
                 color=COLORS[op],
+                hatch=HATCHES[op],
+                edgecolor="white",
                 yerr=[lo, hi],
                 capsize=2,
                 label="LayerNorm" if op == "layernorm" else "RMSNorm",

@@ -1,0 +1,108 @@
+"""How the claims ledger shows where a claim comes from (normedu.ledger's Source column)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from normedu import ledger
+
+REPO = Path(__file__).resolve().parent.parent
+
+BIB = """
+@inproceedings{he2015delving,
+  author = {He, Kaiming and Zhang, Xiangyu},
+  title = {Delving Deep into Rectifiers},
+  booktitle = {Proceedings of the IEEE International Conference on Computer Vision (ICCV)},
+  year = {2015}
+}
+@inproceedings{he2016deep,
+  author = {He, Kaiming and Zhang, Xiangyu},
+  title = {Deep Residual Learning},
+  booktitle = {Proceedings of CVPR},
+  year = {2016}
+}
+@misc{touvron2023a, author = {Touvron, Hugo and others}, title = {{LLaMA}}, year = {2023}}
+@misc{touvron2023b, author = {Touvron, Hugo and others}, title = {Llama 2}, year = {2023}}
+@misc{gemma2024, author = {{Gemma Team}}, title = {Gemma}, year = {2024}}
+@misc{pt_init, author = {{PyTorch contributors}}, title = {torch.nn.init (docs)}, year = {2024}}
+@misc{pt_bn, author = {{PyTorch contributors}}, title = {torch.nn.BatchNorm1d}, year = {2024}}
+"""
+
+
+@pytest.fixture
+def bib(tmp_path: Path) -> Path:
+    path = tmp_path / "refs.bib"
+    path.write_text(BIB)
+    return path
+
+
+def _claim(source: str, chapter: str = "drift") -> ledger.Claim:
+    return ledger.Claim(
+        id="x", chapter=chapter, claim="c", source=source, measured="1", verdict="confirmed"
+    )
+
+
+def test_cite_builds_a_myst_citation():
+    assert ledger.cite("ba2016layer") == "{cite}`ba2016layer`"
+    assert ledger.cite("a2020x", "b2021y", where="Table 2") == "{cite}`a2020x,b2021y`, Table 2"
+    with pytest.raises(ValueError):
+        ledger.cite()
+
+
+def test_bib_entries_read_key_surname_year(bib):
+    got = {k: (s, y) for k, s, y, _ in ledger.bib_entries(bib)}
+    assert got["he2015delving"] == ("He", "2015")
+    assert got["gemma2024"] == ("Gemma Team", "2024")
+
+
+@pytest.mark.parametrize(
+    ("text", "linked"),
+    [
+        ("He et al., ICCV 2015, Fig. 2", "{cite:t}`he2015delving`, Fig. 2"),
+        ("He et al., 2016", "{cite:t}`he2016deep`"),
+        # Same authors and year, but another venue: a different paper, left as written.
+        ("He et al., ECCV 2016 (identity mappings)", None),
+        # Two entries match: which one is meant is unknown.
+        ("Touvron et al., 2023a", None),
+        ("Nobody et al., 2019", None),
+        ("a blog post (He, 2015)", "a blog post ({cite:t}`he2015delving`)"),
+        ("He, lecture notes (2015)", "{cite:t}`he2015delving`"),
+        ("PyTorch documentation, torch.nn.init", "{cite:t}`pt_init`"),
+        ("He et al., 2016; PyTorch docs, BatchNorm1d", "{cite:t}`he2016deep`; {cite:t}`pt_bn`"),
+        ("PyTorch documentation, torch.nn.RMSNorm (torch >= 2.4)", None),
+    ],
+)
+def test_author_year_mentions_link_their_entry(bib, text, linked):
+    assert ledger.link_author_year(text, bib) == (linked or text)
+
+
+def test_source_column_links_a_reference_or_the_chapter():
+    cited = _claim(ledger.cite("ba2016layer", where="§5"))
+    own = _claim("this course, chapter 'Summary'", chapter="summary")
+    both = _claim("this course, chapter 'Drift'; Ba et al., 2016")
+    table = ledger.to_markdown([cited, own, both])
+    rows = table.splitlines()[2:]
+    assert "| {cite}`ba2016layer`, §5 |" in rows[0]
+    assert "| this course, {doc}`summary` |" in rows[1]
+    assert "| this course, {doc}`drift`; {cite:t}`ba2016layer` |" in rows[2]
+
+
+def _bib_keys() -> set[str]:
+    text = (REPO / "book" / "references.bib").read_text()
+    return set(re.findall(r"^@\w+\{([^,\s]+),", text, flags=re.MULTILINE))
+
+
+def test_every_key_the_claims_cite_is_in_the_bibliography():
+    assert {k for k, *_ in ledger.bib_entries()} == _bib_keys()
+    used = set()
+    for p in sorted((REPO / "normedu" / "claims").glob("*.py")):
+        src = p.read_text()
+        for args in re.findall(r"\bcite\(([^)]*)\)", src):
+            used |= set(re.findall(r"\"([A-Za-z0-9_]+)\"", args.split("where=")[0]))
+        for keys in re.findall(r"\{cite(?::\w+)?\}`([^`]+)`", src):
+            used |= {k.strip() for k in keys.split(",")}
+    assert used, "no claim cites a published work"
+    assert not used - _bib_keys(), f"keys missing from references.bib: {used - _bib_keys()}"
