@@ -151,10 +151,11 @@ def link_author_year(text: str, path: Path = BIBLIOGRAPHY) -> str:
     """Replace each "Surname et al., [Venue] YEAR" in ``text`` by a ``{cite:t}`` of its entry.
 
     A mention is linked only when exactly one entry of the bibliography has that first author
-    and year, and when every venue the mention names (a word with two capitals, e.g. ICML,
-    NeurIPS) occurs in that entry: "He et al., ECCV 2016" does not link the CVPR paper of the
-    same authors and year. A documentation page written "PyTorch documentation, torch.nn.init"
-    links the organisation's entry whose title names it. Anything unresolved stays as written.
+    and year and every venue the mention names (a word with two capitals, e.g. ICML, NeurIPS):
+    "He et al., ECCV 2016" links the ECCV paper, not the CVPR paper of the same authors and
+    year, and "He et al., 2016" links neither. A documentation page written "PyTorch
+    documentation, torch.nn.init" links the organisation's entry whose title names it. Anything
+    unresolved stays as written.
     """
     by_author_year: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for key, surname, year, venue in bib_entries(path):
@@ -162,9 +163,13 @@ def link_author_year(text: str, path: Path = BIBLIOGRAPHY) -> str:
     pattern = re.compile(r"\b([A-Z][\w'-]+)\b([^;]{0,40}?)\b((?:19|20)\d\d)[a-z]?\b(\))?")
 
     def replace(m: re.Match) -> str:
-        found = by_author_year.get((m.group(1), m.group(3)), [])
         venues = re.findall(r"\b[A-Za-z]*[A-Z][a-z]*[A-Z]\w*\b", m.group(2))
-        if len(found) != 1 or any(v not in found[0][1] for v in venues):
+        found = [
+            entry
+            for entry in by_author_year.get((m.group(1), m.group(3)), [])
+            if all(v in entry[1] for v in venues)
+        ]
+        if len(found) != 1:
             return m.group(0)
         # "Karpathy, makemore (2022)": the bracket opened inside the mention closes with it.
         opened = m.group(2).count("(") > m.group(2).count(")")

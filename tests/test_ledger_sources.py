@@ -24,6 +24,12 @@ BIB = """
   booktitle = {Proceedings of CVPR},
   year = {2016}
 }
+@inproceedings{he2016identity,
+  author = {He, Kaiming and Zhang, Xiangyu},
+  title = {Identity Mappings},
+  booktitle = {European Conference on Computer Vision (ECCV)},
+  year = {2016}
+}
 @misc{touvron2023a, author = {Touvron, Hugo and others}, title = {{LLaMA}}, year = {2023}}
 @misc{touvron2023b, author = {Touvron, Hugo and others}, title = {Llama 2}, year = {2023}}
 @misc{gemma2024, author = {{Gemma Team}}, title = {Gemma}, year = {2024}}
@@ -62,16 +68,25 @@ def test_bib_entries_read_key_surname_year(bib):
     ("text", "linked"),
     [
         ("He et al., ICCV 2015, Fig. 2", "{cite:t}`he2015delving`, Fig. 2"),
-        ("He et al., 2016", "{cite:t}`he2016deep`"),
-        # Same authors and year, but another venue: a different paper, left as written.
-        ("He et al., ECCV 2016 (identity mappings)", None),
+        # Two 2016 papers by He et al.: the venue named picks one, none leaves it open.
+        ("He et al., CVPR 2016", "{cite:t}`he2016deep`"),
+        (
+            "He et al., ECCV 2016 (identity mappings)",
+            "{cite:t}`he2016identity` (identity mappings)",
+        ),
+        ("He et al., 2016", None),
+        # Same authors and year, but a venue no entry has: left as written.
+        ("He et al., NeurIPS 2016", None),
         # Two entries match: which one is meant is unknown.
         ("Touvron et al., 2023a", None),
         ("Nobody et al., 2019", None),
         ("a blog post (He, 2015)", "a blog post ({cite:t}`he2015delving`)"),
         ("He, lecture notes (2015)", "{cite:t}`he2015delving`"),
         ("PyTorch documentation, torch.nn.init", "{cite:t}`pt_init`"),
-        ("He et al., 2016; PyTorch docs, BatchNorm1d", "{cite:t}`he2016deep`; {cite:t}`pt_bn`"),
+        (
+            "He et al., CVPR 2016; PyTorch docs, BatchNorm1d",
+            "{cite:t}`he2016deep`; {cite:t}`pt_bn`",
+        ),
         ("PyTorch documentation, torch.nn.RMSNorm (torch >= 2.4)", None),
     ],
 )
