@@ -144,7 +144,6 @@ def test_chapter_structure(name):
     assert f"](exercises/{name}.md)" in text
     assert "## Claims checked on this page" in text
     assert f'normedu.ledger.check("{name}")' in text
-    assert "benefits from a GPU, and runs without one" in text
 
 
 def test_ledger_page_forces_execution_and_collects():
