@@ -77,6 +77,9 @@ def test_rmsnorm_claims_with_fake_speed(monkeypatch, tmp_path):
     monkeypatch.setattr(R, "speed_run", lambda progress=True: fake)
     monkeypatch.setattr(R, "SPEED_SHAPES", ((1024, 4096),))
     monkeypatch.setattr(R, "prms_check", lambda: small)
+    tiny = R.AblationSize(depth=2, width=8, epochs=1, seeds=(0,))
+    ablation = R.recentre_ablation
+    monkeypatch.setattr(R, "recentre_ablation", lambda: ablation(tiny))
     claims = {c.id: c for c in ledger.check("rmsnorm", directory=tmp_path)}
     assert claims["rmsnorm.example_rms"].verdict == "confirmed"
     assert claims["rmsnorm.example_out"].verdict == "confirmed"

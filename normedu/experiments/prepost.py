@@ -16,6 +16,7 @@ share one run. ``SIZES["cpu"]`` finishes in seconds; ``SIZES["cuda"]`` is the fu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from dataclasses import asdict, dataclass, field
@@ -495,6 +496,23 @@ def _wide_batch(size: WideSize, seed: int):
     return x, idx, labels
 
 
+@contextlib.contextmanager
+def _no_kaiming_draw():
+    """Build modules without ``nn.Linear``'s default Kaiming draw of its weight.
+
+    Every 2-D weight is drawn again (Xavier) right after construction, so the first draw is
+    wasted time: a third of building a 12-layer, 512-wide stack. Biases keep their defaults.
+    """
+    import torch
+
+    original = torch.nn.init.kaiming_uniform_
+    torch.nn.init.kaiming_uniform_ = lambda tensor, *args, **kwargs: tensor
+    try:
+        yield
+    finally:
+        torch.nn.init.kaiming_uniform_ = original
+
+
 def _only_grad_of(module, suffix: str) -> None:
     """Ask autograd for the gradients of the parameters named ``*suffix`` only.
 
@@ -518,7 +536,7 @@ def encoder_grad_profile(placement: str, seed: int, size: WideSize = WIDE) -> np
     from torch import nn
 
     x, _, labels = _wide_batch(size, seed)
-    with torch.random.fork_rng():
+    with torch.random.fork_rng(), _no_kaiming_draw():
         torch.manual_seed(seed)
         layers = nn.ModuleList(
             nn.TransformerEncoderLayer(
@@ -570,7 +588,8 @@ def tinygpt_grad_profile(
         seed=seed,
         **(changes or {}),
     )
-    model = TinyGPT(cfg)
+    with _no_kaiming_draw():
+        model = TinyGPT(cfg)  # its reset_parameters draws every weight from cfg.seed
     _only_grad_of(model, "mlp.fc2.weight")
     loss = F.cross_entropy(model(idx).flatten(0, 1), labels.flatten())
     loss.backward()
