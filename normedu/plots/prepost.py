@@ -211,10 +211,15 @@ def wide_figure(res: WideCheck) -> Figure:
     gives each line's last/first ratio; a line above 1 at the right edge grows toward the
     output.
     """
+    from ..experiments.prepost import SWITCHES
+
+    # One style per row label, the same in both panels.
+    order = ["reference", "", *SWITCHES, "all switches"]
     fig, axes = figure(1, 2, width=11.5, height=4.6, sharey=True)
     for ax, placement in zip(axes, ("post", "pre"), strict=True):
         rows = [res.get("nn.TransformerEncoderLayer", placement), *res.switch_rows(placement)]
-        for i, row in enumerate(rows):
+        for row in rows:
+            i = order.index(row.changes if row.model == "TinyGPT" else "reference")
             prof = np.asarray(row.norms)
             label = row.model if not row.changes else f"TinyGPT, {row.changes}"
             if row.model == "TinyGPT" and not row.changes:
