@@ -62,6 +62,7 @@ def _wide(post_ref, post_tiny, switches, pre_ref, pre_tiny) -> E.WideCheck:
         *[prof("TinyGPT", "post", name, r) for name, r in switches.items()],
         prof("TinyGPT", "post", "all switches", post_ref),
         prof("TinyGPT", "pre", "", pre_tiny),
+        prof("TinyGPT", "pre", "no final norm", pre_tiny),
         prof("TinyGPT", "pre", "all switches", pre_ref),
     ]
     return E.WideCheck(rows, E.WIDE)
@@ -79,6 +80,7 @@ def test_wide_sentence_names_the_switch_that_flips(post_tiny, switches, want):
     assert want in text
     assert ("**reproduces**" in text) == (post_tiny > C.GROWS)
     assert "our measurement contradicts them" in text  # Pre-LN shrinks in both
+    assert "only Pre-LN has, no final norm" in text and "the same direction" in text
 
 
 def test_wide_sentence_pre_flat_agrees():
@@ -102,4 +104,12 @@ def test_wide_sentence_seed_disagreement_is_not_a_flip():
     res = _wide(1.3, 1.2, {"no causal mask": 0.85}, 0.4, 0.25)
     res.get("TinyGPT", "post", "no causal mask").seed_ratios = [0.7, 1.2]
     text = C.describe_wide(res)
-    assert "no switch alone changes" in text and "seeds disagree (0.70, 1.20)" in text
+    assert "no switch alone changes" in text
+
+
+def test_wide_sentence_when_the_seeds_of_the_model_disagree():
+    res = _wide(1.3, 1.2, {"no causal mask": 0.8}, 0.4, 0.25)
+    res.get("TinyGPT", "post").seed_ratios = [1.35, 1.05]
+    text = C.describe_wide(res)
+    assert "no switch can be said to flip" in text and "**only weakly**" in text
+    assert C.post_wide_verdict(res) == "depends"

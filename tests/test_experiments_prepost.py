@@ -147,7 +147,12 @@ def test_wide_check_tiny(tiny):
         "unit-variance embeddings",
         "all switches",
     ]
-    assert [c for m, pl, c in keys if m == "TinyGPT" and pl == "pre"] == ["", "all switches"]
+    pre = [c for m, pl, c in keys if m == "TinyGPT" and pl == "pre"]
+    assert pre == ["", "no final norm", "all switches"]
+    # a profile the check measured is remembered, not measured again
+    n = len(E._TINY_PROFILES)
+    again = E.tinygpt_grad_profile("pre", E.SWITCHES["no final norm"], 0, size=TINY.wide)
+    assert len(E._TINY_PROFILES) == n and again.shape == (3,)
     for p in res.profiles:
         assert len(p.norms) == 3 and min(p.norms) > 0
         assert p.last_over_first == pytest.approx(p.norms[-1] / p.norms[0])

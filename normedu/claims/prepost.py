@@ -79,55 +79,84 @@ def _pre_words(dirs: set[str]) -> str:
     )
 
 
+def _phrase(ratio: float) -> str:
+    return {"grows": "grows toward the output", "shrinks": "shrinks toward the output"}.get(
+        trend(ratio), "stays flat"
+    )
+
+
+def _dirs(row) -> set[str]:
+    """Directions of a profile's seeds (of its mean if no seed ratios are stored)."""
+    return {trend(x) for x in (row.seed_ratios or [row.last_over_first])}
+
+
+def _seeds(row) -> str:
+    return ", ".join(f"{x:.2f}" for x in row.seed_ratios)
+
+
+def post_wide_verdict(res) -> str:
+    """ "confirmed" if every seed of both Post-LN stacks grows toward the output, "not
+    reproduced" if none does, "depends" otherwise."""
+    dirs = _dirs(res.get("nn.TransformerEncoderLayer", "post")) | _dirs(res.get("TinyGPT", "post"))
+    if dirs == {"grows"}:
+        return "confirmed"
+    return "depends" if "grows" in dirs else "not reproduced"
+
+
 def describe_wide(res) -> str:
     """What the paper-width check (:class:`WideCheck`) shows, in words, for the page."""
-    ref = {p: res.get("nn.TransformerEncoderLayer", p).last_over_first for p in ("post", "pre")}
-    ours = {p: res.get("TinyGPT", p).last_over_first for p in ("post", "pre")}
+    ref_row = {p: res.get("nn.TransformerEncoderLayer", p) for p in ("post", "pre")}
+    our_row = {p: res.get("TinyGPT", p) for p in ("post", "pre")}
+    ref = {p: r.last_over_first for p, r in ref_row.items()}
+    ours = {p: r.last_over_first for p, r in our_row.items()}
     both = res.get("TinyGPT", "post", "all switches").last_over_first
     size = res.size
     parts = [
-        f"At d_model {size.d_model} with {size.n_layers} layers, PyTorch's Post-LN stack has a "
-        f"last/first ratio of {ref['post']:.2f} (its gradient {trend(ref['post'])} toward the "
-        f"output) and TinyGPT {ours['post']:.2f} ({trend(ours['post'])}).",
+        f"At d_model {size.d_model} with {size.n_layers} layers, the gradient of PyTorch's "
+        f"Post-LN stack {_phrase(ref['post'])} (last/first {ref['post']:.2f}; its seeds "
+        f"{_seeds(ref_row['post'])}), and TinyGPT's {_phrase(ours['post'])} "
+        f"({ours['post']:.2f}; seeds {_seeds(our_row['post'])})."
     ]
-    if trend(ours["post"]) == "grows":
+    verdict = post_wide_verdict(res)
+    if verdict == "confirmed":
         parts.append(
             "So at the paper's width Post-LN's per-layer profile **reproduces** the direction "
-            "of Xiong et al.'s Fig. 3 in TinyGPT."
+            "of Xiong et al.'s Fig. 3, in both implementations and every seed."
+        )
+    elif verdict == "depends":
+        parts.append(
+            "So at the paper's width Xiong et al.'s Fig. 3 reproduces **only weakly**: some "
+            "initializations grow toward the output and others stay flat or shrink; the growth "
+            "is no larger than the difference between two initializations."
         )
     else:
         parts.append(
-            "So at the paper's width TinyGPT's Post-LN profile does **not** reproduce the "
-            "direction of Xiong et al.'s Fig. 3."
+            "So at the paper's width the direction of Xiong et al.'s Fig. 3 does **not** reproduce."
         )
     base = trend(ours["post"])
     switches = [r for r in res.switch_rows("post") if r.changes not in ("", "all switches")]
-    # A switch flips the trend only if every seed's own ratio agrees with the mean's direction.
-    flips = [
-        r
-        for r in switches
-        if trend(r.last_over_first) != base
-        and {trend(x) for x in r.seed_ratios or [r.last_over_first]} == {trend(r.last_over_first)}
-    ]
-    unsure = [r for r in switches if trend(r.last_over_first) != base and r not in flips]
     listed = "; ".join(f"{r.changes} {r.last_over_first:.2f}" for r in switches)
-    if flips:
+    if _dirs(our_row["post"]) != {base}:
         parts.append(
-            f"Switched one at a time ({listed}), "
-            + " and ".join(f"**{r.changes}**" for r in flips)
-            + f" alone changes the direction (TinyGPT as is: {ours['post']:.2f}), in every seed."
+            f"Switched one at a time ({listed}), the ratios move, but since TinyGPT's own two "
+            "seeds already point in different directions, **no switch can be said to flip** "
+            "the trend."
         )
     else:
-        parts.append(
-            f"Switched one at a time ({listed}), **no switch alone changes the direction** "
-            f"of TinyGPT's profile ({ours['post']:.2f} as is) in every seed."
-        )
-    for r in unsure:
-        seeds = ", ".join(f"{x:.2f}" for x in r.seed_ratios)
-        parts.append(
-            f"With {r.changes} the mean ratio ({r.last_over_first:.2f}) "
-            f"{trend(r.last_over_first)}, but its seeds disagree ({seeds}): within the noise."
-        )
+        # A switch flips the trend only if every one of its seeds points the new way.
+        flips = [r for r in switches if trend(r.last_over_first) != base and len(_dirs(r)) == 1]
+        if flips:
+            parts.append(
+                f"Switched one at a time ({listed}), "
+                + " and ".join(f"**{r.changes}**" for r in flips)
+                + f" alone changes the direction (TinyGPT as is: {ours['post']:.2f}), in "
+                "every seed."
+            )
+        else:
+            parts.append(
+                f"Switched one at a time ({listed}), **no switch alone changes the direction** "
+                f"of TinyGPT's profile ({ours['post']:.2f} as is) in every seed."
+            )
     ref_post = res.get("nn.TransformerEncoderLayer", "post")
     parts.append(
         f"With all switches together TinyGPT gives {both:.2f}, against {ref['post']:.2f} for "
@@ -136,6 +165,15 @@ def describe_wide(res) -> str:
         + " and ".join(f"{x:.2f}" for x in ref_post.seed_ratios)
         + " for its two seeds."
     )
+    for r in res.switch_rows("pre"):
+        if r.changes in ("", "all switches"):
+            continue
+        same = trend(r.last_over_first) == trend(ours["pre"])
+        parts.append(
+            f"The one switch that only Pre-LN has, {r.changes}, gives {r.last_over_first:.2f} "
+            f"against {ours['pre']:.2f} for TinyGPT's Pre-LN stack as is: "
+            + ("the same direction." if same else "it changes the direction.")
+        )
     pre_dirs = {trend(ref["pre"]), trend(ours["pre"])}
     if pre_dirs == {"shrinks"}:
         parts.append(
@@ -362,7 +400,6 @@ def check(preset: str | None = None) -> list[Claim]:
     ref = {p: wide.get("nn.TransformerEncoderLayer", p).last_over_first for p in ("post", "pre")}
     ours = {p: wide.get("TinyGPT", p).last_over_first for p in ("post", "pre")}
     setting = f"d_model {wide.size.d_model}, {wide.size.n_layers} layers, {wide.size.seeds} seeds: "
-    post_dirs = {trend(ref["post"]), trend(ours["post"])}
     pre_dirs = {trend(ref["pre"]), trend(ours["pre"])}
     claims += [
         Claim(
@@ -371,11 +408,11 @@ def check(preset: str | None = None) -> list[Claim]:
             claim="At initialization Post-LN's FFN-W2 gradient grows toward the output layers, "
             "at the paper's width",
             source=f"{XIONG}, Fig. 3",
-            measured=setting + f"last/first {ref['post']:.2f} in torch.nn.TransformerEncoderLayer,"
-            f" {ours['post']:.2f} in TinyGPT",
-            verdict="confirmed"
-            if post_dirs == {"grows"}
-            else ("depends" if "grows" in post_dirs else "not reproduced"),
+            measured=setting
+            + f"last/first {ref['post']:.2f} in torch.nn.TransformerEncoderLayer (seeds "
+            + _seeds(wide.get("nn.TransformerEncoderLayer", "post"))
+            + f"), {ours['post']:.2f} in TinyGPT (seeds {_seeds(wide.get('TinyGPT', 'post'))})",
+            verdict=post_wide_verdict(wide),
             device=_device("cpu"),
         ),
         Claim(

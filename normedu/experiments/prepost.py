@@ -571,8 +571,22 @@ def tinygpt_grad_profile(
     The model reads random token ids (vocabulary ``size.classes``) and is scored by
     cross-entropy against random labels at every position, as in
     :func:`encoder_grad_profile`; ``changes`` are GPTConfig fields (see :data:`SWITCHES`).
-    One forward and one backward pass; returns ``n_layers`` floats, block 0 first.
+    One forward and one backward pass; returns ``n_layers`` floats, block 0 first. Results
+    are remembered per arguments, so asking again for a profile :func:`wide_check` measured
+    costs nothing.
     """
+    key = (placement, tuple(sorted((changes or {}).items())), seed, size)
+    if key not in _TINY_PROFILES:
+        _TINY_PROFILES[key] = _tinygpt_grad_profile(placement, changes, seed, size)
+    return _TINY_PROFILES[key].copy()
+
+
+_TINY_PROFILES: dict[tuple, np.ndarray] = {}
+
+
+def _tinygpt_grad_profile(
+    placement: str, changes: dict[str, Any] | None, seed: int, size: WideSize
+) -> np.ndarray:
     from torch.nn import functional as F
 
     from ..transformer import GPTConfig, TinyGPT
@@ -624,8 +638,9 @@ def wide_profiles(size: WideSize = WIDE) -> WideCheck:
 
     Rows: ``torch.nn.TransformerEncoderLayer`` (Post-LN and Pre-LN); TinyGPT as is (both
     placements); for Post-LN each of :data:`SWITCHES` alone (a switch that does not change the
-    configuration, like removing a final norm Post-LN never had, is skipped); all switches
-    together (both placements). Cached per size: the chapter and its claims share one run.
+    configuration, like removing a final norm Post-LN never had, is run on Pre-LN instead);
+    all switches together (both placements). Cached per size: the chapter and its claims
+    share one run.
     """
     from ..transformer import GPTConfig
 
@@ -635,10 +650,15 @@ def wide_profiles(size: WideSize = WIDE) -> WideCheck:
             ref = "nn.TransformerEncoderLayer"
             profiles.append(_profile(ref, placement, "", encoder_grad_profile, size, placement))
         for placement in ("post", "pre"):
-            base = GPTConfig(placement=placement)
             rows: list[tuple[str, dict[str, Any]]] = [("", {})]
-            if placement == "post":
-                rows += [(n, ch) for n, ch in SWITCHES.items() if _changes_model(base, ch)]
+            # Each switch alone once: on Post-LN if it changes a Post-LN model, otherwise (the
+            # final norm, which only Pre-LN has) on Pre-LN.
+            post = GPTConfig(placement="post")
+            rows += [
+                (n, ch)
+                for n, ch in SWITCHES.items()
+                if _changes_model(post, ch) == (placement == "post")
+            ]
             everything = {k: v for ch in SWITCHES.values() for k, v in ch.items()}
             rows.append(("all switches", everything))
             for name, ch in rows:
