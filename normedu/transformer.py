@@ -13,7 +13,10 @@ one of two ways (``placement``):
 ``norm`` is a per-token norm of :data:`normedu.norms.NORMS` (``"layernorm"``,
 ``"rmsnorm"``) or ``"none"`` (built with :func:`normedu.nn.make_norm`), and
 ``residual=False`` removes the skip connections (the ablation of the gradient-highway
-experiment).
+experiment). ``causal``, ``activation`` and ``embed_std``
+switch off the ways the stack differs from a plain encoder layer stack such as
+``torch.nn.TransformerEncoderLayer`` (no mask, ReLU, unit-variance inputs); the Pre/Post-Norm
+chapter flips them one at a time.
 
 Shapes: token ids ``idx`` (B, T) int64 with T <= ``max_len``; hidden states (B, T, D);
 logits (B, T, V). Initialisation is deterministic given ``seed``.
@@ -44,6 +47,7 @@ PLACEMENTS = ("pre", "post")
 #: The per-token norms of the registry, and no norm.
 NORMS = (*norms.kinds(per_token=True), norms.NONE)
 INITS = ("xavier", "gpt2")
+ACTIVATIONS = ("gelu", "relu")
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,11 @@ class GPTConfig:
     - init: ``"xavier"`` (Xavier-uniform weights as in Vaswani et al. and Xiong et al., 2020)
       or ``"gpt2"`` (normal with std 0.02, output projections scaled by 1/sqrt(2 L)).
     - seed: seed of the initialisation.
+    - causal: mask the future in attention (False: every position sees every position).
+    - activation: the MLP's non-linearity, ``"gelu"`` (GPT-2) or ``"relu"`` (Vaswani et al.).
+    - embed_std: std of the token and the position embedding weights; None keeps the
+      ``init`` default (D^-1/2 for xavier, 0.02 for gpt2). 2^-1/2 makes their sum, the input
+      of block 0, unit-variance.
     """
 
     vocab: int = 32
@@ -77,6 +86,9 @@ class GPTConfig:
     final_norm: bool | None = None
     init: str = "xavier"
     seed: int = 0
+    causal: bool = True
+    activation: str = "gelu"
+    embed_std: float | None = None
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
@@ -85,6 +97,10 @@ class GPTConfig:
             raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
         if self.init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.embed_std is not None and self.embed_std <= 0:
+            raise ValueError(f"embed_std must be positive, got {self.embed_std}")
         for name in ("vocab", "d_model", "n_heads", "n_layers", "max_len"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -107,18 +123,19 @@ class GPTConfig:
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention where position t attends to positions <= t.
+    """Multi-head self-attention where position t attends to positions <= t (``causal``).
 
     ``qkv`` is one (D -> 3D) linear map whose output splits into queries, keys and values in
     that order (the layout of ``nn.MultiheadAttention.in_proj_weight``); ``proj`` maps the
-    concatenated heads back to D. Input (B, T, D) -> output (B, T, D).
+    concatenated heads back to D. Input (B, T, D) -> output (B, T, D). With
+    ``causal=False`` every position attends to every position.
     """
 
-    def __init__(self, d_model: int, n_heads: int) -> None:
+    def __init__(self, d_model: int, n_heads: int, causal: bool = True) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        self.d_model, self.n_heads = d_model, n_heads
+        self.d_model, self.n_heads, self.causal = d_model, n_heads, causal
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
 
@@ -131,22 +148,29 @@ class CausalSelfAttention(nn.Module):
         # (B, T, D) -> (B, H, T, D/H): each head attends on its own slice of the width.
         q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)
-        future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
+        if self.causal:
+            future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
         out = scores.softmax(dim=-1) @ v
         return self.proj(out.transpose(1, 2).reshape(b, t, d))
 
 
 class MLP(nn.Module):
-    """Position-wise feed-forward network ``fc2(GELU(fc1(x)))``: (..., D) -> (..., D)."""
+    """Position-wise feed-forward network ``fc2(act(fc1(x)))``: (..., D) -> (..., D).
 
-    def __init__(self, d_model: int, d_ff: int) -> None:
+    ``activation`` is ``"gelu"`` (default) or ``"relu"``.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu") -> None:
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
+        self.act = F.gelu if activation == "gelu" else F.relu
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(F.gelu(self.fc1(x)))
+        return self.fc2(self.act(self.fc1(x)))
 
 
 class Block(nn.Module):
@@ -161,9 +185,9 @@ class Block(nn.Module):
         super().__init__()
         self.placement, self.residual = cfg.placement, cfg.residual
         self.norm1 = make_norm(cfg.norm, cfg.d_model)
-        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads)
+        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.causal)
         self.norm2 = make_norm(cfg.norm, cfg.d_model)
-        self.mlp = MLP(cfg.d_model, cfg.ff)
+        self.mlp = MLP(cfg.d_model, cfg.ff, cfg.activation)
 
     def _sub(self, x: Tensor, norm: nn.Module, layer: nn.Module) -> Tensor:
         if self.placement == "pre":
@@ -216,6 +240,8 @@ class TinyGPT(nn.Module):
             elif isinstance(module, nn.Embedding):
                 # Xavier-scale embeddings keep the input of block 0 at unit-ish variance.
                 std = self.cfg.d_model**-0.5 if self.cfg.init == "xavier" else 0.02
+                if self.cfg.embed_std is not None:
+                    std = self.cfg.embed_std
                 module.weight.copy_(torch.randn(module.weight.shape, generator=gen) * std)
         for module in self.modules():
             # make_norm's modules already start at gamma = 1, beta = 0; reset in case of reuse.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from normedu.experiments import __main__ as cli
@@ -27,6 +28,7 @@ TINY = E.PrePostSize(
     lr=1e-3,
     warmup=3,
     threads=1,
+    wide=E.WideSize(d_model=16, n_heads=2, n_layers=3, seq_len=4, batch=2, classes=4, seeds=2),
 )
 
 
@@ -130,3 +132,51 @@ def test_default_preset_shares_the_cache(tiny, monkeypatch):
     monkeypatch.setenv("NORMEDU_PRESET", "cpu")
     assert E.init_grad_norms() is E.init_grad_norms("cpu")
     assert E.train_stability(progress=True) is E.train_stability("cpu")
+
+
+def test_wide_check_tiny(tiny):
+    res = E.wide_check("cpu")
+    assert res.size == TINY.wide and E.wide_check("cpu") is res  # cached
+    keys = [(p.model, p.placement, p.changes) for p in res.profiles]
+    post_switches = [c for m, pl, c in keys if m == "TinyGPT" and pl == "post"]
+    # Post-LN has no final norm to remove: that switch is skipped there
+    assert post_switches == [
+        "",
+        "no causal mask",
+        "ReLU instead of GELU",
+        "unit-variance embeddings",
+        "all switches",
+    ]
+    pre = [c for m, pl, c in keys if m == "TinyGPT" and pl == "pre"]
+    assert pre == ["", "no final norm", "all switches"]
+    # a profile the check measured is remembered, not measured again
+    n = len(E._TINY_PROFILES)
+    again = E.tinygpt_grad_profile("pre", E.SWITCHES["no final norm"], 0, size=TINY.wide)
+    assert len(E._TINY_PROFILES) == n and again.shape == (3,)
+    for p in res.profiles:
+        assert len(p.norms) == 3 and min(p.norms) > 0
+        assert p.last_over_first == pytest.approx(p.norms[-1] / p.norms[0])
+    # seeds are averaged: the mean of the per-seed profiles
+    one = [E.encoder_grad_profile("pre", s, size=TINY.wide) for s in range(2)]
+    np.testing.assert_allclose(
+        res.get("nn.TransformerEncoderLayer", "pre").norms, (one[0] + one[1]) / 2, rtol=1e-6
+    )
+
+
+def test_only_grad_of_keeps_the_gradient():
+    """Asking autograd for the fc2 weights only leaves their gradient unchanged."""
+    import torch
+
+    from normedu.transformer import GPTConfig, TinyGPT
+
+    idx = torch.randint(0, 5, (2, 4), generator=torch.Generator().manual_seed(0))
+    grads = []
+    for only in (False, True):
+        model = TinyGPT(GPTConfig(vocab=5, d_model=8, n_heads=2, n_layers=2, max_len=4))
+        if only:
+            E._only_grad_of(model, "mlp.fc2.weight")
+            assert not model.blocks[0].attn.qkv.weight.requires_grad
+        model(idx).square().mean().backward()
+        grads.append([b.mlp.fc2.weight.grad for b in model.blocks])
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)

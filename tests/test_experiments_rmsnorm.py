@@ -70,3 +70,61 @@ def test_eps_check_matches_formula():
         assert row["default"] == pytest.approx(s / math.sqrt(s * s + feps), rel=1e-4)
         assert row["1e-5"] == pytest.approx(s / math.sqrt(s * s + 1e-5), rel=1e-4)
         assert row["1e-6"] == pytest.approx(s / math.sqrt(s * s + 1e-6), rel=1e-4)
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-2])
+def test_backward_walk_against_finite_differences(eps):
+    bc = R.backward_check(d=6, seed=3, eps=eps)
+    x = bc["x"]
+    rng = np.random.default_rng(3)  # the same draws as backward_check: x, gamma, dout
+    rng.normal(size=x.shape)
+    gamma = rng.uniform(0.5, 1.5, size=6)
+    dout = rng.normal(size=x.shape)
+
+    def loss(z):
+        y = gamma * z / np.sqrt((z * z).mean(-1, keepdims=True) + eps)
+        return float((y * dout).sum())
+
+    h, fd = 1e-6, np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[idx] = h
+        fd[idx] = (loss(x + e) - loss(x - e)) / (2 * h)
+    np.testing.assert_allclose(bc["dx_walk"], fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(bc["dx_compact"], fd, rtol=1e-6, atol=1e-8)
+    # dx is orthogonal to x up to the eps term, and does not sum to zero
+    s = (x * x).mean(-1)
+    want = (gamma * dout * x).sum(-1) / np.sqrt(s + eps) * eps / (s + eps)
+    np.testing.assert_allclose((x * fd).sum(-1), want, atol=1e-8)
+    assert np.abs(fd.sum(-1)).min() > 1e-3
+
+
+def test_gamma_breaks_mean_square_one():
+    ms = R.gamma_mean_square(d=256, seed=1)
+    assert ms["ms_xhat"] == pytest.approx(1.0, abs=1e-12)
+    assert ms["ms_out"] > 1.3 and ms["ms_out"] == pytest.approx(ms["mean_gamma_sq"], rel=0.1)
+
+
+def test_center_norm_recentres_without_rescaling():
+    m = R.CenterNorm(5)
+    with torch.no_grad():
+        m.weight.copy_(torch.arange(1.0, 6.0))
+        m.bias.fill_(0.5)
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(0)) * 7
+    want = torch.arange(1.0, 6.0) * (x - x.mean(-1, keepdim=True)) + 0.5
+    torch.testing.assert_close(m(x), want)
+    torch.testing.assert_close(m(2 * x) - 0.5, 2 * (m(x) - 0.5))  # no re-scaling
+
+
+def test_recentre_ablation_tiny():
+    size = R.AblationSize(depth=2, width=8, epochs=1, gains=(1.0, 3.0), seeds=(0,))
+    res = R.recentre_ablation(size)
+    assert set(res.acc) == {1.0, 3.0}
+    for gain in size.gains:
+        assert list(res.acc[gain]) == list(R.ABLATION_NORMS)
+        assert all(0.0 <= a <= 1.0 for accs in res.acc[gain].values() for a in accs)
+    # the variants start from the same Linear weights
+    a = R._ablation_model("center", 3.0, 0, size)
+    b = R._ablation_model("none", 3.0, 0, size)
+    torch.testing.assert_close(a[0].weight, b[0].weight)
+    assert isinstance(a[1], R.CenterNorm) and isinstance(b[1], torch.nn.Identity)

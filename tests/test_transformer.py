@@ -175,3 +175,65 @@ def test_input_validation():
         m(torch.zeros(1, 3))
     with pytest.raises(ValueError, match=r"\(B, T, 8\)"):
         CausalSelfAttention(8, 2)(torch.zeros(2, 3, 6))
+
+
+@pytest.mark.parametrize("placement", ["post", "pre"])
+def test_switched_tinygpt_is_torch_encoder_layer_stack(placement):
+    """With every switch of the Pre/Post-Norm cross-check flipped (no mask, ReLU, no final
+    norm), TinyGPT's blocks compute what torch.nn.TransformerEncoderLayer computes."""
+    cfg = GPTConfig(
+        vocab=7,
+        d_model=16,
+        n_heads=4,
+        n_layers=2,
+        max_len=5,
+        placement=placement,
+        seed=3,
+        causal=False,
+        activation="relu",
+        embed_std=2**-0.5,
+        final_norm=False,
+    )
+    model = TinyGPT(cfg)
+    ref = []
+    for blk in model.blocks:
+        layer = torch.nn.TransformerEncoderLayer(
+            16,
+            4,
+            cfg.ff,
+            dropout=0.0,
+            activation="relu",
+            batch_first=True,
+            norm_first=placement == "pre",
+        )
+        with torch.no_grad():
+            layer.self_attn.in_proj_weight.copy_(blk.attn.qkv.weight)
+            layer.self_attn.in_proj_bias.copy_(torch.randn(48))
+            blk.attn.qkv.bias.copy_(layer.self_attn.in_proj_bias)
+            for a, b in (
+                (layer.self_attn.out_proj, blk.attn.proj),
+                (layer.linear1, blk.mlp.fc1),
+                (layer.linear2, blk.mlp.fc2),
+                (layer.norm1, blk.norm1),
+                (layer.norm2, blk.norm2),
+            ):
+                a.weight.copy_(b.weight)
+                a.bias.copy_(b.bias)
+        ref.append(layer.eval())
+    idx = torch.randint(0, 7, (3, 5), generator=torch.Generator().manual_seed(0))
+    x = model.tok(idx) + model.pos(torch.arange(5))
+    assert x.std().item() == pytest.approx(1.0, abs=0.35)  # unit-variance embeddings
+    want = x
+    for layer in ref:
+        want = layer(want)
+    torch.testing.assert_close(model.hidden(idx), want, rtol=1e-4, atol=1e-5)
+
+
+def test_switch_validation_and_relu_mlp():
+    with pytest.raises(ValueError, match="activation"):
+        GPTConfig(activation="tanh")
+    with pytest.raises(ValueError, match="embed_std"):
+        GPTConfig(embed_std=0.0)
+    mlp = MLP(4, 8, activation="relu")
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(mlp(x), mlp.fc2(torch.relu(mlp.fc1(x))))

@@ -1,14 +1,249 @@
-"""Claims of the Pre-Norm vs Post-Norm chapter (book/prepost.md), on its cached runs."""
+"""Claims of the Pre-Norm vs Post-Norm chapter (book/prepost.md), on its cached runs.
+
+Also the sentences the chapter shows under its measurements (:func:`describe_init`,
+:func:`describe_wide`, :func:`describe_stability`): built here from the results, so that every
+branch (the expected outcome and the other one) is unit-tested.
+"""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..ledger import Claim, claims_for
 
 CHAPTER = "prepost"
-ARTICLE = "course article (seed), 'Pre-Norm vs Post-Norm' and 'Empirical Evidence'"
-XIONG = "Xiong et al., 2020, 'On Layer Normalization in the Transformer Architecture', ICML"
+#: A claim this course states without a primary source is attributed to its chapter.
+THIS_CHAPTER = "this course, chapter 'Pre-Norm vs Post-Norm'"
+XIONG = "Xiong et al., 2020 (ICML)"
+
+#: A last/first ratio above GROWS counts as growing toward the output, below 1/GROWS as
+#: shrinking, in between as flat.
+GROWS = 1.1
+
+
+def trend(ratio: float) -> str:
+    """``"grows"``, ``"shrinks"`` or ``"is flat"``: the direction of a last/first ratio."""
+    if ratio > GROWS:
+        return "grows"
+    return "shrinks" if ratio < 1 / GROWS else "is flat"
+
+
+# --------------------------------------------------------------------------- page sentences
+
+
+def describe_init(init) -> str:
+    """What the narrow depth sweep (:class:`InitGradNorms`) shows, in words, for the page."""
+    lo, hi = min(init.depths), max(init.depths)
+    post_x = init.profile("post", hi)[-1] / init.profile("post", lo)[-1]
+    pre_x = init.profile("pre", hi)[-1] / init.profile("pre", lo)[-1]
+    post_lof = [init.last_over_first("post", d) for d in init.depths]
+    pre_lof = [init.last_over_first("pre", d) for d in init.depths]
+    scaling = 0.5 <= post_x <= 2 and pre_x < 0.75
+    post_dirs = {trend(r) for r in post_lof}
+    parts = [
+        f"Going from {lo} to {hi} layers, the last layer's gradient changes by ×{post_x:.2f} "
+        f"in Post-LN and by ×{pre_x:.2f} in Pre-LN, where $1/\\sqrt{{L}}$ predicts "
+        f"×{np.sqrt(lo / hi):.2f} for Pre-LN: Xiong et al.'s depth scaling "
+        + ("**holds**." if scaling else "**does not hold** here."),
+        f"Post-LN's last/first-layer ratio is {min(post_lof):.2f} to {max(post_lof):.2f}: "
+        + (
+            "the gradient grows toward the output at every depth, as in their Fig. 3."
+            if post_dirs == {"grows"}
+            else "their Fig. 3 shape (growing toward the output) does **not** reproduce at "
+            f"this width (d_model {init.d_model}); the profile "
+            + " or ".join(sorted(post_dirs))
+            + " depending on the depth."
+        ),
+        f"Pre-LN's last/first-layer ratio is {min(pre_lof):.2f} to {max(pre_lof):.2f}: "
+        + _pre_words({trend(r) for r in pre_lof}),
+    ]
+    return " ".join(parts)
+
+
+def _pre_words(dirs: set[str]) -> str:
+    if dirs == {"is flat"}:
+        return "flat, as Xiong et al. predict."
+    if dirs == {"shrinks"}:
+        return (
+            "the gradient is largest next to the input and shrinks toward the output. "
+            "Xiong et al. describe the Pre-LN profile as flat; our measurement **disagrees** "
+            "with them here, and agrees with NormFormer's finding that early Pre-LN layers "
+            "get larger gradients than late ones."
+        )
+    where = "toward the output at every depth" if len(dirs) == 1 else "depending on the depth"
+    return (
+        f"the profile {' or '.join(sorted(dirs))} {where}, where Xiong et al. describe it as "
+        "flat: our measurement **disagrees** with them here."
+    )
+
+
+def _phrase(ratio: float) -> str:
+    return {"grows": "grows toward the output", "shrinks": "shrinks toward the output"}.get(
+        trend(ratio), "stays flat"
+    )
+
+
+def _dirs(row) -> set[str]:
+    """Directions of a profile's seeds (of its mean if no seed ratios are stored)."""
+    return {trend(x) for x in (row.seed_ratios or [row.last_over_first])}
+
+
+def _seeds(row) -> str:
+    return ", ".join(f"{x:.2f}" for x in row.seed_ratios)
+
+
+def post_wide_verdict(res) -> str:
+    """ "confirmed" if every seed of both Post-LN stacks grows toward the output, "not
+    reproduced" if none does, "depends" otherwise."""
+    dirs = _dirs(res.get("nn.TransformerEncoderLayer", "post")) | _dirs(res.get("TinyGPT", "post"))
+    if dirs == {"grows"}:
+        return "confirmed"
+    return "depends" if "grows" in dirs else "not reproduced"
+
+
+def describe_wide(res) -> str:
+    """What the paper-width check (:class:`WideCheck`) shows, in words, for the page."""
+    ref_row = {p: res.get("nn.TransformerEncoderLayer", p) for p in ("post", "pre")}
+    our_row = {p: res.get("TinyGPT", p) for p in ("post", "pre")}
+    ref = {p: r.last_over_first for p, r in ref_row.items()}
+    ours = {p: r.last_over_first for p, r in our_row.items()}
+    both = res.get("TinyGPT", "post", "all switches").last_over_first
+    size = res.size
+    parts = [
+        f"At d_model {size.d_model} with {size.n_layers} layers, the gradient of PyTorch's "
+        f"Post-LN stack {_phrase(ref['post'])} (last/first {ref['post']:.2f}; its seeds "
+        f"{_seeds(ref_row['post'])}), and TinyGPT's {_phrase(ours['post'])} "
+        f"({ours['post']:.2f}; seeds {_seeds(our_row['post'])})."
+    ]
+    verdict = post_wide_verdict(res)
+    if verdict == "confirmed":
+        parts.append(
+            "So at the paper's width Post-LN's per-layer profile **reproduces** the direction "
+            "of Xiong et al.'s Fig. 3, in both implementations and every seed."
+        )
+    elif verdict == "depends":
+        parts.append(
+            "So at the paper's width Xiong et al.'s Fig. 3 reproduces **only weakly**: some "
+            "initializations grow toward the output and others stay flat or shrink; the growth "
+            "is no larger than the difference between two initializations."
+        )
+    else:
+        parts.append(
+            "So at the paper's width the direction of Xiong et al.'s Fig. 3 does **not** reproduce."
+        )
+    base = trend(ours["post"])
+    switches = [r for r in res.switch_rows("post") if r.changes not in ("", "all switches")]
+    listed = "; ".join(f"{r.changes} {r.last_over_first:.2f}" for r in switches)
+    if _dirs(our_row["post"]) != {base}:
+        parts.append(
+            f"Switched one at a time ({listed}), the ratios move, but since TinyGPT's own two "
+            "seeds already point in different directions, **no switch can be said to flip** "
+            "the trend."
+        )
+    else:
+        # A switch flips the trend only if every one of its seeds points the new way.
+        flips = [r for r in switches if trend(r.last_over_first) != base and len(_dirs(r)) == 1]
+        if flips:
+            parts.append(
+                f"Switched one at a time ({listed}), "
+                + " and ".join(f"**{r.changes}**" for r in flips)
+                + f" alone changes the direction (TinyGPT as is: {ours['post']:.2f}), in "
+                "every seed."
+            )
+        else:
+            parts.append(
+                f"Switched one at a time ({listed}), **no switch alone changes the direction** "
+                f"of TinyGPT's profile ({ours['post']:.2f} as is) in every seed."
+            )
+    ref_post = res.get("nn.TransformerEncoderLayer", "post")
+    parts.append(
+        f"With all switches together TinyGPT gives {both:.2f}, against {ref['post']:.2f} for "
+        "the reference. Given the same weights the two compute the same function (the course's "
+        "tests check it), so that gap is initialization noise: PyTorch's stack alone gives "
+        + " and ".join(f"{x:.2f}" for x in ref_post.seed_ratios)
+        + " for its two seeds."
+    )
+    for r in res.switch_rows("pre"):
+        if r.changes in ("", "all switches"):
+            continue
+        same = trend(r.last_over_first) == trend(ours["pre"])
+        parts.append(
+            f"The one switch that only Pre-LN has, {r.changes}, gives {r.last_over_first:.2f} "
+            f"against {ours['pre']:.2f} for TinyGPT's Pre-LN stack as is: "
+            + ("the same direction." if same else "it changes the direction.")
+        )
+    pre_dirs = {trend(ref["pre"]), trend(ours["pre"])}
+    if pre_dirs == {"shrinks"}:
+        parts.append(
+            f"For Pre-LN both implementations measure a gradient that shrinks toward the "
+            f"output (last/first {ref['pre']:.2f} for PyTorch's stack, {ours['pre']:.2f} for "
+            "TinyGPT). Xiong et al. describe the Pre-LN gradient as the same at every layer: "
+            "**our measurement contradicts them** on this point."
+        )
+    else:
+        parts.append(
+            f"For Pre-LN the last/first ratios are {ref['pre']:.2f} (PyTorch) and "
+            f"{ours['pre']:.2f} (TinyGPT): the profile "
+            + " / ".join(sorted(pre_dirs))
+            + (", as Xiong et al. predict." if pre_dirs == {"is flat"} else ".")
+        )
+    return " ".join(parts)
+
+
+def _outcome(run) -> str:
+    return "diverged" if run.diverged else ("trained" if run.trained else "stalled")
+
+
+def expected_stability(stab) -> bool:
+    """Post-LN fails without warm-up and trains with it; Pre-LN trains without warm-up."""
+    post_nw, post_w = stab.run("post", False), stab.run("post", True)
+    return (not post_nw.trained) and post_w.trained and stab.run("pre", False).trained
+
+
+def describe_stability(stab) -> str:
+    """What the training runs (:class:`StabilityResult`) show, in words, for the page.
+
+    Two branches: the expected pattern (Post-LN needs warm-up, Pre-LN does not) or a plain
+    account of what happened instead. A paragraph on the trained Pre-LN stack's gradient
+    spread follows in both, when that stack trained.
+    """
+    post_nw, post_w = stab.run("post", False), stab.run("post", True)
+    pre_nw, pre_w = stab.run("pre", False), stab.run("pre", True)
+    if expected_stability(stab):
+        how = (
+            "It did not produce NaNs here; at this size the failure is a plateau the optimizer "
+            "does not leave, which is what a wrecked early update looks like in a small model."
+            if not post_nw.diverged
+            else "Its loss became NaN."
+        )
+        verb = "diverges" if post_nw.diverged else "stalls"
+        first = (
+            f"At learning rate {stab.lr:g}, the {stab.depth}-layer **Post-LN stack without "
+            f"warm-up {verb}** at a loss of {post_nw.final_loss:.2f} (chance is "
+            f"{stab.chance_loss:.2f}). With {post_w.warmup} warm-up steps the same model trains "
+            f"({post_w.final_loss:.3f}). **Pre-LN trains either way.** {how}"
+        )
+    else:
+        first = (
+            "This run did **not** show the expected pattern (Post-LN failing without warm-up "
+            f"and training with it, Pre-LN training either way): Post-LN {_outcome(post_nw)} "
+            f"without warm-up (final loss {post_nw.final_loss:.2f}) and {_outcome(post_w)} "
+            f"with it ({post_w.final_loss:.2f}); Pre-LN {_outcome(pre_nw)} without warm-up "
+            f"({pre_nw.final_loss:.2f}) and {_outcome(pre_w)} with it ({pre_w.final_loss:.2f})."
+        )
+    parts = [first]
+    if pre_nw.grad_norms_end:
+        g = np.asarray(pre_nw.grad_norms_end)
+        spread = g.max() / g.min()
+        parts.append(
+            f"After training, the Pre-LN stack's per-layer FFN-W2 gradient norm varies by "
+            f"{spread:.2f}× from its largest to its smallest layer: "
+            + ("within" if spread < 2 else "more than")
+            + " a factor of 2."
+        )
+    return "\n\n".join(parts)
 
 
 def _device(preset: str) -> str:
@@ -20,7 +255,7 @@ def _device(preset: str) -> str:
 @claims_for(CHAPTER)
 def check(preset: str | None = None) -> list[Claim]:
     from ..device import preset_name
-    from ..experiments.prepost import init_grad_norms, train_stability
+    from ..experiments.prepost import init_grad_norms, train_stability, wide_check
     from ..transformer import GPTConfig, TinyGPT, count_norms
 
     preset = preset or preset_name()
@@ -45,14 +280,14 @@ def check(preset: str | None = None) -> list[Claim]:
             chapter=CHAPTER,
             claim="In a Pre-Norm Transformer the per-layer gradient norm varies by less than a "
             "factor of 2 from the first layer to the last",
-            source=ARTICLE,
+            source=THIS_CHAPTER,
             measured="max/min of the FFN-W2 gradient norm over layers at init: "
             + ", ".join(f"{d} layers {s:.1f}" for d, s in pre_spreads.items())
             + f"; after training ({stab.depth} layers): {end_spread:.1f}",
             verdict="confirmed" if all_below else ("not reproduced" if none_below else "depends"),
             device=dev,
             note="measured: gradients shrink from input to output side, as NormFormer "
-            "(Shleifer et al., 2021) also reports",
+            "(Shleifer et al., 2021) also reports for Pre-LN",
         )
     ]
 
@@ -97,16 +332,14 @@ def check(preset: str | None = None) -> list[Claim]:
     post_nw, post_w = stab.run("post", False), stab.run("post", True)
     pre_nw, pre_w = stab.run("pre", False), stab.run("pre", True)
 
-    def outcome(r) -> str:
-        return "diverged" if r.diverged else ("trained" if r.trained else "stalled")
-
-    pattern = (not post_nw.trained) and post_w.trained and pre_nw.trained and pre_w.trained
+    outcome = _outcome
+    pattern = expected_stability(stab) and pre_w.trained
     claims.append(
         Claim(
             id="prepost.warmup",
             chapter=CHAPTER,
             claim="Deep Post-LN needs learning-rate warm-up to train; Pre-LN trains without it",
-            source=f"{ARTICLE}; {XIONG}",
+            source=XIONG,
             measured=f"{stab.depth} layers, Adam lr {stab.lr:g}, {stab.steps} steps: Post-LN "
             f"{outcome(post_nw)} without / {outcome(post_w)} with warm-up; Pre-LN "
             f"{outcome(pre_nw)} / {outcome(pre_w)} (final losses {post_nw.final_loss:.2f}, "
@@ -123,7 +356,7 @@ def check(preset: str | None = None) -> list[Claim]:
             id="prepost.shallow_fine",
             chapter=CHAPTER,
             claim="For shallow models (6–12 layers) both Post-Norm and Pre-Norm work fine",
-            source=ARTICLE,
+            source=THIS_CHAPTER,
             measured=f"{stab.depth}-layer Post-LN at lr {stab.lr:g}: {outcome(post_nw)} without "
             f"warm-up, {outcome(post_w)} with it",
             verdict="confirmed" if post_nw.trained else "depends",
@@ -139,7 +372,7 @@ def check(preset: str | None = None) -> list[Claim]:
             id="prepost.ln_count",
             chapter=CHAPTER,
             claim="A 12-layer Pre-Norm Transformer has 25 LayerNorms: 2 per block plus a final one",
-            source="course article (seed), 'Where LayerNorm Appears'",
+            source="Radford et al., 2019 (GPT-2: a norm per sub-block and a final one)",
             measured=f"normedu TinyGPT, 12 layers: Pre-LN {n12_pre}, Post-LN {n12_post} "
             "(no final norm)",
             verdict="confirmed" if n12_pre == 25 else "not reproduced",
@@ -148,8 +381,7 @@ def check(preset: str | None = None) -> list[Claim]:
             id="prepost.post_quality",
             chapter=CHAPTER,
             claim="When its training is stable, Post-LN can reach slightly better final quality",
-            source="Liu et al., 2020 (EMNLP); Takase et al., 2023 (Findings of ACL); the article "
-            "attributes it to Xiong et al., 2020",
+            source="Liu et al., 2020 (EMNLP); Takase et al., 2023 (Findings of ACL)",
             measured="not measured here (needs full-size training to convergence)",
             verdict="cited",
             device="—",
@@ -158,10 +390,43 @@ def check(preset: str | None = None) -> list[Claim]:
             id="prepost.who_uses",
             chapter=CHAPTER,
             claim="GPT-2, GPT-3 and LLaMA use Pre-Norm (LLaMA with RMSNorm)",
-            source="Radford et al., 2019; Brown et al., 2020 (NeurIPS); Touvron et al., 2023",
+            source="Radford et al., 2019; Brown et al., 2020 (NeurIPS); Touvron et al., 2023a",
             measured="architecture descriptions in the papers",
             verdict="cited",
             device="—",
+        ),
+    ]
+    wide = wide_check(preset)
+    ref = {p: wide.get("nn.TransformerEncoderLayer", p).last_over_first for p in ("post", "pre")}
+    ours = {p: wide.get("TinyGPT", p).last_over_first for p in ("post", "pre")}
+    setting = f"d_model {wide.size.d_model}, {wide.size.n_layers} layers, {wide.size.seeds} seeds: "
+    pre_dirs = {trend(ref["pre"]), trend(ours["pre"])}
+    claims += [
+        Claim(
+            id="prepost.post_grows_wide",
+            chapter=CHAPTER,
+            claim="At initialization Post-LN's FFN-W2 gradient grows toward the output layers, "
+            "at the paper's width",
+            source=f"{XIONG}, Fig. 3",
+            measured=setting
+            + f"last/first {ref['post']:.2f} in torch.nn.TransformerEncoderLayer (seeds "
+            + _seeds(wide.get("nn.TransformerEncoderLayer", "post"))
+            + f"), {ours['post']:.2f} in TinyGPT (seeds {_seeds(wide.get('TinyGPT', 'post'))})",
+            verdict=post_wide_verdict(wide),
+            device=_device("cpu"),
+        ),
+        Claim(
+            id="prepost.pre_flat_wide",
+            chapter=CHAPTER,
+            claim="At initialization Pre-LN's gradient norm is the same at every layer",
+            source=f"{XIONG}, Fig. 3",
+            measured=setting + f"last/first {ref['pre']:.2f} in torch.nn.TransformerEncoderLayer,"
+            f" {ours['pre']:.2f} in TinyGPT",
+            verdict="confirmed"
+            if pre_dirs == {"is flat"}
+            else ("depends" if "is flat" in pre_dirs else "not reproduced"),
+            device=_device("cpu"),
+            note="" if pre_dirs == {"is flat"} else "the gradient shrinks toward the output",
         ),
     ]
     return claims

@@ -9,6 +9,14 @@
 - :func:`eps_check`: ``torch.nn.RMSNorm``'s default eps (``torch.finfo(dtype).eps``) against
   the 1e-5 / 1e-6 that model configurations set, on inputs of shrinking magnitude.
 
+- :func:`backward_check`: RMSNorm's backward three ways (the step-by-step walk, the compact
+  formula of :func:`normedu.functional.rms_norm_backward`, autograd) on a random upstream
+  gradient, with the two sums that tell it from LayerNorm's: ``sum(dx)`` and ``x . dx``.
+- :func:`gamma_mean_square`: x/RMS(x) has mean square 1, gamma * x/RMS(x) does not.
+- :func:`recentre_ablation`: the same deep MLP on digits with LayerNorm, RMSNorm, a norm that
+  re-centres but does not re-scale (:class:`CenterNorm`), and no norm, at a well-scaled and a
+  badly scaled initialization, same seeds.
+
 Speed of LayerNorm vs RMSNorm as such is measured by :mod:`normedu.bench`
 (see :func:`speed_run`).
 """
@@ -22,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 __all__ = [
     "EXAMPLE_X",
@@ -34,6 +43,14 @@ __all__ = [
     "SPEED_SHAPES",
     "speed_run",
     "param_counts",
+    "backward_check",
+    "gamma_mean_square",
+    "CenterNorm",
+    "AblationSize",
+    "ABLATION",
+    "ABLATION_NORMS",
+    "AblationResult",
+    "recentre_ablation",
 ]
 
 EXAMPLE_X = (2.0, 4.0, -1.0, 3.0)
@@ -263,3 +280,173 @@ def speed_run(progress: bool = True):
         preset="quick",
         progress=progress,
     )
+
+
+# --------------------------------------------------------------------------- backward
+
+
+def backward_check(d: int = 8, seed: int = 0, eps: float = 0.0) -> dict[str, Any]:
+    """RMSNorm's backward on one random x (2, d), gamma and upstream gradient, float64.
+
+    Returns ``dx_walk`` (node by node: x -> s = mean(x^2) -> r = sqrt(s + eps) -> rho = 1/r
+    -> x_hat = x rho -> y = gamma x_hat), ``dx_compact`` (:func:`normedu.functional.
+    rms_norm_backward`), ``dx_autograd`` (torch), the largest differences ``err_walk`` and
+    ``err_compact`` against autograd, ``sum_dx`` (per row, over the features) and
+    ``x_dot_dx`` (per row), and ``predicted_x_dot_dx`` = rho (g . x) eps / (s + eps), the
+    closed form of x . dx (0 when eps = 0).
+    """
+    import torch
+
+    from .. import functional as F
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(2, d)) + 0.5  # a non-zero mean, as real activations have
+    gamma = rng.uniform(0.5, 1.5, size=d)
+    dout = rng.normal(size=(2, d))
+    # the walk, one node at a time (the same order as the forward)
+    s = (x * x).mean(-1, keepdims=True)
+    r = np.sqrt(s + eps)
+    rho = 1.0 / r
+    dx_hat = dout * gamma
+    drho = (dx_hat * x).sum(-1, keepdims=True)
+    dr = -drho / r**2
+    ds = dr / (2 * r)
+    dx_walk = dx_hat * rho + ds * 2 * x / d
+    dx_compact, _ = F.rms_norm_backward(dout, x, gamma, eps=eps)
+    xt = torch.tensor(x, requires_grad=True)
+    y = torch.nn.functional.rms_norm(xt, (d,), torch.tensor(gamma), eps=eps)
+    (y * torch.tensor(dout)).sum().backward()
+    dx_auto = xt.grad.numpy()
+    g = dout * gamma
+    return {
+        "x": x,
+        "dx_walk": dx_walk,
+        "dx_compact": dx_compact,
+        "dx_autograd": dx_auto,
+        "err_walk": float(np.abs(dx_walk - dx_auto).max()),
+        "err_compact": float(np.abs(dx_compact - dx_auto).max()),
+        "sum_dx": dx_auto.sum(-1),
+        "x_dot_dx": (x * dx_auto).sum(-1),
+        "predicted_x_dot_dx": (rho * (g * x).sum(-1, keepdims=True) * eps / (s + eps))[:, 0],
+        "eps": eps,
+    }
+
+
+def gamma_mean_square(d: int = 512, seed: int = 0) -> dict[str, float]:
+    """Mean square of x/RMS(x) and of gamma * x/RMS(x) for a random x (d,) and gamma.
+
+    gamma ~ U(0.5, 2), a spread like that of trained gains. Returns ``ms_xhat`` (1 up to
+    rounding, eps = 0), ``ms_out`` and ``mean_gamma_sq`` (what ``ms_out`` approaches for large
+    d: mean(gamma^2 x_hat^2) ~ mean(gamma^2) mean(x_hat^2)).
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=d) * 3.0 + 1.0
+    gamma = rng.uniform(0.5, 2.0, size=d)
+    x_hat = x / np.sqrt((x * x).mean())
+    out = gamma * x_hat
+    return {
+        "ms_xhat": float((x_hat * x_hat).mean()),
+        "ms_out": float((out * out).mean()),
+        "mean_gamma_sq": float((gamma * gamma).mean()),
+    }
+
+
+# --------------------------------------------------------------------------- re-centring
+
+
+class CenterNorm(torch.nn.Module):
+    """Re-centres without re-scaling: ``gamma * (x - mean(x)) + beta`` over the last axis.
+
+    LayerNorm without the division by the standard deviation. Parameters 2D; (..., D) in and
+    out.
+    """
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(d))
+        self.bias = torch.nn.Parameter(torch.zeros(d))
+
+    def forward(self, x):
+        return self.weight * (x - x.mean(dim=-1, keepdim=True)) + self.bias
+
+
+#: The four variants of the ablation, in table order.
+ABLATION_NORMS = ("layernorm", "rmsnorm", "center", "none")
+
+
+@dataclass(frozen=True)
+class AblationSize:
+    """Deep ReLU MLP on digits: ``depth`` blocks of ``width``, Adam at ``lr`` for ``epochs``
+    (batch 64); one run per seed and per init ``gains`` (hidden weights N(0, gain^2/fan_in);
+    sqrt(2) keeps a ReLU stack's scale, a larger gain lets it grow layer by layer)."""
+
+    depth: int = 10
+    width: int = 64
+    epochs: int = 5
+    lr: float = 1e-3
+    gains: tuple[float, ...] = (2**0.5, 3.0)
+    seeds: tuple[int, ...] = (0, 1)
+
+
+ABLATION = AblationSize()
+
+
+@dataclass
+class AblationResult:
+    """``acc[gain][norm]``: test accuracy per seed; ``chance`` = 0.1 (ten classes)."""
+
+    acc: dict[float, dict[str, list[float]]]
+    size: AblationSize
+
+    def mean(self, gain: float, norm: str) -> float:
+        return float(np.mean(self.acc[gain][norm]))
+
+
+def _ablation_model(norm: str, gain: float, seed: int, size: AblationSize):
+    from ..mlp import deep_mlp
+    from ..nn import LayerNorm, RMSNorm
+
+    # Built with LayerNorm, then each LayerNorm is swapped: every variant starts from the very
+    # same Linear weights.
+    model = deep_mlp(
+        64, size.width, 10, size.depth, norm="layernorm", act="relu", gain=gain, seed=seed
+    )
+    make = {
+        "layernorm": lambda: LayerNorm(size.width),
+        "rmsnorm": lambda: RMSNorm(size.width),
+        "center": lambda: CenterNorm(size.width),
+        "none": torch.nn.Identity,
+    }[norm]
+    for i, module in enumerate(model):
+        if isinstance(module, LayerNorm):
+            model[i] = make()
+    return model
+
+
+@functools.lru_cache(maxsize=4)
+def recentre_ablation(size: AblationSize = ABLATION) -> AblationResult:
+    """Test accuracy on digits of the four :data:`ABLATION_NORMS`, per init gain and seed.
+
+    Cached per size (the chapter and its claims share one run). About 16 short runs.
+    """
+    from ..data import digits
+    from ..training import accuracy, train_epoch
+    from . import threads
+
+    data = digits()
+    acc: dict[float, dict[str, list[float]]] = {}
+    with threads(1):
+        for gain in size.gains:
+            acc[gain] = {}
+            for norm in ABLATION_NORMS:
+                runs = []
+                for seed in size.seeds:
+                    model = _ablation_model(norm, gain, seed, size)
+                    opt = torch.optim.Adam(model.parameters(), lr=size.lr)
+                    gen = torch.Generator().manual_seed(seed + 1)
+                    for _ in range(size.epochs):
+                        train_epoch(model, opt, data.x_train, data.y_train, 64, gen)
+                    with torch.no_grad():
+                        runs.append(accuracy(model(data.x_test), data.y_test))
+                acc[gain][norm] = runs
+    return AblationResult(acc, size)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import COLORS, Figure, figure
-from .prepost import no_gpu_panel, short_device
+from .prepost import short_device
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..experiments.gradflow import HighwayGrid, JacobianDemo, SelfRegulation
@@ -107,10 +107,7 @@ def highway_figure(
     for ax in axes[1]:
         ax.set_xlabel("relative depth of the block (0 = input, 1 = output)")
     if stored is None:
-        title = (
-            "Gradient highway: per-layer gradient norm (no GPU run stored yet; "
-            "regenerate with python -m normedu.experiments --store)"
-        )
+        title = "Gradient highway: per-layer gradient norm"
     else:
         title = (
             f"Gradient highway: this device and a stored GPU run ({short_device(stored_device)})"
@@ -124,5 +121,4 @@ __all__ = [
     "eigen_figure",
     "self_regulation_figure",
     "highway_figure",
-    "no_gpu_panel",
 ]

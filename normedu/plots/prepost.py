@@ -1,7 +1,7 @@
 """Figures of the Pre-Norm vs Post-Norm chapter: data flows, gradients at init, training.
 
-Also holds :func:`no_gpu_panel`, the panel every chapter-4-to-6 figure shows where a stored
-GPU run is missing.
+A figure that can show a stored GPU run beside the live one draws only the live panels when
+none is stored; the page says so in one line.
 """
 
 from __future__ import annotations
@@ -15,29 +15,11 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 from . import COLORS, Figure, figure
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..experiments.prepost import InitGradNorms, StabilityResult
+    from ..experiments.prepost import InitGradNorms, StabilityResult, WideCheck
 
-EXPERIMENTS_COMMAND = "python -m normedu.experiments --store"
-
-
-def no_gpu_panel(ax, command: str = EXPERIMENTS_COMMAND, title: str = "Stored GPU run") -> None:
-    """Blank ``ax`` out with a note that no GPU run is stored and how to produce one."""
-    ax.set_title(title)
-    ax.text(
-        0.5,
-        0.5,
-        f"no GPU run stored yet;\nregenerate with:\n{command}\non a CUDA machine",
-        ha="center",
-        va="center",
-        transform=ax.transAxes,
-        fontsize=10,
-        family="monospace",
-    )
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.grid(False)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+#: Okabe-Ito colours (colour-blind safe) and markers for the lines of one comparison.
+SERIES_COLORS = ("#000000", "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
+SERIES_MARKERS = ("o", "s", "^", "v", "D", "P", "X")
 
 
 def short_device(device: str, width: int = 40) -> str:
@@ -158,14 +140,14 @@ def init_grad_figure(
 ) -> Figure:
     """Per-layer FFN-W2 gradient norm at init: Post-LN left, Pre-LN right; one line per depth.
 
-    Top row: the live run. Bottom row: the stored GPU run, or a note that none exists.
+    Top row: the live run. A second row, the stored GPU run, only when one is given.
     """
-    fig, axes = figure(2, 2, width=11.0, height=8.0)
-    _init_panels(axes[0], live, "this device")
     if stored is None:
-        no_gpu_panel(axes[1, 0])
-        axes[1, 1].axis("off")
+        fig, axes = figure(1, 2, width=11.0, height=4.2)
+        _init_panels(axes, live, "this device")
     else:
+        fig, axes = figure(2, 2, width=11.0, height=8.0)
+        _init_panels(axes[0], live, "this device")
         _init_panels(axes[1], stored, f"stored GPU run {short_device(stored_device, 30)}")
     fig.suptitle("Gradient norm per layer at initialization (Xiong et al., 2020, Fig. 3 setup)")
     return fig
@@ -199,14 +181,15 @@ def _train_panel(ax, res: StabilityResult, title: str) -> None:
 def training_figure(
     live: StabilityResult, stored: StabilityResult | None = None, stored_device: str = ""
 ) -> Figure:
-    """Loss curves of the four runs: the live run left, the stored GPU run (or a note) right."""
-    fig, (left, right) = figure(1, 2, width=11.5, height=4.4)
+    """Loss curves of the four runs: the live run left, the stored GPU run (if given) right."""
+    if stored is None:
+        fig, left = figure(1, 1, width=7.0, height=4.4)
+    else:
+        fig, (left, right) = figure(1, 2, width=11.5, height=4.4)
     _train_panel(
         left, live, f"This device: {live.depth} layers, d_model {live.d_model}, Adam lr {live.lr:g}"
     )
-    if stored is None:
-        no_gpu_panel(right)
-    else:
+    if stored is not None:
         _train_panel(
             right,
             stored,
@@ -214,4 +197,48 @@ def training_figure(
             f"{stored.depth} layers, d_model {stored.d_model}",
         )
     fig.suptitle(f"Training at a high learning rate, with and without warm-up ({live.task} task)")
+    return fig
+
+
+# --------------------------------------------------------------------------- paper width
+
+
+def wide_figure(res: WideCheck) -> Figure:
+    """Per-layer gradient norm at init at the paper's width, each profile over its layer 1.
+
+    Left Post-LN, right Pre-LN. One line per model: PyTorch's ``nn.TransformerEncoderLayer``
+    stack (black), TinyGPT as is, with each switch alone, and with all switches. The legend
+    gives each line's last/first ratio; a line above 1 at the right edge grows toward the
+    output.
+    """
+    from ..experiments.prepost import SWITCHES
+
+    # One style per row label, the same in both panels.
+    order = ["reference", "", *SWITCHES, "all switches"]
+    fig, axes = figure(1, 2, width=11.5, height=4.6, sharey=True)
+    for ax, placement in zip(axes, ("post", "pre"), strict=True):
+        rows = [res.get("nn.TransformerEncoderLayer", placement), *res.switch_rows(placement)]
+        for row in rows:
+            i = order.index(row.changes if row.model == "TinyGPT" else "reference")
+            prof = np.asarray(row.norms)
+            label = row.model if not row.changes else f"TinyGPT, {row.changes}"
+            if row.model == "TinyGPT" and not row.changes:
+                label = "TinyGPT as is"
+            ax.plot(
+                np.arange(1, len(prof) + 1),
+                prof / prof[0],
+                color=SERIES_COLORS[i % len(SERIES_COLORS)],
+                marker=SERIES_MARKERS[i % len(SERIES_MARKERS)],
+                ls="-" if i < 2 else ("--" if row.changes != "all switches" else ":"),
+                lw=2.0 if i == 0 else 1.3,
+                ms=4,
+                label=f"{label} ({row.last_over_first:.2f})",
+            )
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xlabel("layer (1 = next to the input)")
+        ax.set_ylabel("‖∇ W2‖ relative to layer 1")
+        name = "Post-LN" if placement == "post" else "Pre-LN"
+        ax.set_title(f"{name}, d_model {res.size.d_model}, {res.size.n_layers} layers")
+        ax.legend(fontsize=7, title="model (last/first)", title_fontsize=7)
+    fig.suptitle("Gradient of the FFN's second matrix at initialization, at the paper's width")
     return fig

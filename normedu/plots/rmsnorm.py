@@ -8,13 +8,12 @@ import numpy as np
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
 from . import COLORS, Figure, figure
-from .prepost import no_gpu_panel, short_device
+from .prepost import short_device
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..bench import BenchResult
     from ..experiments.rmsnorm import PRMSResult
 
-BENCH_COMMAND = "python -m normedu.bench --store"
 IMPL_STYLE = {
     "eager": ("o", "-"),
     "textbook": ("s", "--"),
@@ -87,13 +86,14 @@ def _ratio_panel(ax, res: BenchResult, title: str) -> None:
 def speed_ratio_figure(live: BenchResult, stored: BenchResult | None = None) -> Figure:
     """RMSNorm / LayerNorm forward time per implementation vs D: this device and stored GPU.
 
-    Below the line at 1, RMSNorm is faster. A missing stored run shows a note instead.
+    Below the line at 1, RMSNorm is faster. Without a stored run only the live panel is drawn.
     """
-    fig, (left, right) = figure(1, 2, width=11.0, height=4.2)
-    _ratio_panel(left, live, f"This device: {short_device(live.device)}")
     if stored is None:
-        no_gpu_panel(right, BENCH_COMMAND)
+        fig, left = figure(1, 1, width=6.5, height=4.2)
     else:
+        fig, (left, right) = figure(1, 2, width=11.0, height=4.2)
+    _ratio_panel(left, live, f"This device: {short_device(live.device)}")
+    if stored is not None:
         _ratio_panel(right, stored, f"Stored GPU run: {short_device(stored.device)}")
     fig.suptitle("Is RMSNorm faster? Forward time ratio, float32 (below 1: yes)")
     return fig
