@@ -124,7 +124,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .course.bench import run_bench, save
+    from .course.grading_bench import run_bench, save
 
     course = _course(args) if args.assignment != "demo" else None
     mix = None

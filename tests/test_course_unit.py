@@ -275,7 +275,7 @@ def test_cli_reports_bad_arguments(tmp_path, capsys):
 
 
 def test_a_second_grading_run_on_the_same_course_is_refused(tmp_path):
-    from normedu.course.autograde import _lock
+    from normedu.course.gradebook import lock as _lock
 
     course = Course.at(tmp_path)
     held = _lock(course)
@@ -289,7 +289,7 @@ def test_a_second_grading_run_on_the_same_course_is_refused(tmp_path):
 
 def test_stored_benchmark_table(tmp_path, monkeypatch):
     import normedu.results
-    from normedu.course.bench import stored_markdown
+    from normedu.course.grading_bench import stored_markdown
 
     monkeypatch.setattr(normedu.results, "RESULTS_DIR", tmp_path)
     assert "Not measured yet" in stored_markdown()

@@ -1,10 +1,12 @@
 """``normedu feedback``: one HTML page per student, hidden tests kept hidden.
 
-nbgrader's ``generate_feedback`` renders each autograded notebook. Two preprocessors are added
-in front of its defaults: :class:`HideHiddenTracebacks` shortens the error of a cell that
-holds hidden tests to ``ename: evalue`` (a traceback quotes the failing source line, which
-would reveal the hidden test), then nbgrader's ``ClearHiddenTests`` removes the hidden
-regions from the shown source. Every page then gets a banner with the submission's status and
+nbgrader's ``generate_feedback`` renders each autograded notebook with the course
+configuration's feedback steps (:data:`normedu.course.config.FEEDBACK_PREPROCESSORS`):
+:class:`~normedu.course.nbgrader_bridge.StudentTracebacks` removes the frames inside the
+grading code (and the grading machine's paths) and shortens the error of a cell that holds
+hidden tests to ``ename: evalue`` (a traceback quotes the failing source line, which would
+reveal the hidden test), then nbgrader's ``ClearHiddenTests`` removes the hidden regions from
+the shown source. Every page then gets a banner with the submission's status and
 notes; a submission that could not be graded gets a page that says why.
 """
 
@@ -15,24 +17,6 @@ from pathlib import Path
 
 from . import status as st
 from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings
-
-_BEGIN = "### BEGIN HIDDEN TESTS"
-
-
-def _hide_class():
-    from nbgrader.preprocessors import NbGraderPreprocessor
-
-    class HideHiddenTracebacks(NbGraderPreprocessor):
-        """In cells with hidden tests, reduce error outputs to ``ename: evalue``."""
-
-        def preprocess_cell(self, cell, resources, index):
-            if cell.cell_type == "code" and _BEGIN in cell.source:
-                for output in cell.get("outputs", []):
-                    if output.output_type == "error":
-                        output.traceback = [f"{output.ename}: {output.evalue}".rstrip(": ")]
-            return cell, resources
-
-    return HideHiddenTracebacks
 
 
 def _banner(verdict: st.Verdict) -> str:
@@ -63,9 +47,7 @@ def _ungradable_page(verdict: st.Verdict, assignment: str) -> str:
 def feedback(course: Course, assignment: str, students: list[str] | None = None) -> dict[str, Path]:
     """Write ``feedback/<student>/<a>/<nb>.html`` for every graded student (or ``students``).
     Returns ``{student: page}``."""
-    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from nbgrader.converters import GenerateFeedback
-    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
     from nbgrader.utils import capture_log, temp_attrs
 
     silence_nbgrader_warnings()
@@ -81,17 +63,9 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
     pages: dict[str, Path] = {}
     if runnable:
         everyone = {p.name for p in (course.root / course.autograded).iterdir() if p.is_dir()}
-        api = course.api(
-            GenerateFeedback={
-                "preprocessors": [
-                    GetGrades,
-                    _hide_class(),
-                    ClearHiddenTests,
-                    CSSHTMLHeaderPreprocessor,
-                ]
-            },
-            HTMLExporter={"template_name": "feedback"},
-        )
+        # The course configuration's feedback steps (hidden tests and grading-code tracebacks
+        # removed): the same as stock `nbgrader generate_feedback` from the course root.
+        api = course.api(HTMLExporter={"template_name": "feedback"})
         exclude = ",".join(sorted(everyone - set(runnable)))
         with temp_attrs(
             api.coursedir, assignment_id=assignment, student_id="*", student_id_exclude=exclude

@@ -187,6 +187,10 @@ def run_job(job: dict) -> dict:
         sandbox_memory_mb=int(job.get("memory_mb", 0)),
         sandbox_threads=int(job.get("threads", 1)),
         sandbox_landlock=job.get("landlock", "auto"),
+        # Unix sockets in the kernel's own working copy (where Landlock lets it create them):
+        # no TCP port races between parallel kernels, no warning about unencrypted TCP.
+        transport="ipc",
+        ip=str(workdir / "kernel"),
     )
     state: dict = {"next": 0, "timeout_cells": []}
     timed_out = False
