@@ -1,7 +1,12 @@
 """Unit tests of normedu.grading: the checks, the diagnosis, the guard and the mistake catalog.
 
-Fast (no nbgrader, no kernels): the solution notebooks' answer and test cells are executed in a
-plain namespace. ``tests/test_exercises.py`` repeats the important proofs through nbgrader.
+Fast (no nbgrader, no kernels): the solution notebooks' answer and test cells, hidden tests
+included (their inputs live only there), are executed in a plain namespace.
+
+Where coverage lives: THIS file proves every catalogued mistake (:mod:`normedu.grading.mistakes`)
+fails and is named, the solutions pass and the stubs fail, all in-process. Through stock
+nbgrader, ``tests/test_exercises.py`` proves only the solutions, the stubs, tampered and
+deleted test cells, and ONE mistake per answer cell.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from normedu.course.config import Course
 from normedu.grading import answers, compare, diagnose, drift, gradcheck, guard, mistakes
 
 REPO = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = ("drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian")
+#: Discovered from solutions/ (one folder per assignment): the one source of truth.
+ASSIGNMENTS = tuple(Course(root=REPO).assignments())
 HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
@@ -118,7 +125,10 @@ def test_catalog_has_at_least_six_mistakes_per_norm_function():
     assert {f: counts[f] for f in NORM_FUNCTIONS if counts[f] < 6} == {}
     assert all(counts[c] >= 1 for c in ("activation_stats", "forward_stack", "pre_norm_residual"))
     # Every assignment has mistakes, and every library-backed assignment a shortcut attempt.
-    assert {m.assignment for m in mistakes.CATALOG} == set(ASSIGNMENTS)
+    assert {m.assignment for m in mistakes.CATALOG} >= {
+        "drift", "batchnorm", "layernorm", "rmsnorm", "prepost", "jacobian"
+    }  # fmt: skip
+    assert {m.assignment for m in mistakes.CATALOG} <= set(ASSIGNMENTS)
     assert {m.assignment for m in mistakes.SHORTCUTS} >= {
         "batchnorm", "layernorm", "rmsnorm", "jacobian"
     }  # fmt: skip
@@ -246,11 +256,19 @@ def test_call_silences_warnings_and_explains_exceptions(capfd):
 
 
 def test_answer_keys_agree_with_the_measurements():
+    import re
+
     from normedu.grading import prepost
 
-    for module in (drift, prepost):
-        for q, a in module.measured_answers().items():
-            assert answers.answer_hash(q, a) == module._KEYS[q], (q, a)
+    for name, module in (("drift", drift), ("prepost", prepost)):
+        _, tests = _cells(name)
+        keys = dict(re.findall(r'check_answer\("(\w+)", answer_q\d, key="(\w+)"\)', "".join(
+            src for _, src in tests
+        )))  # fmt: skip
+        measured = module.measured_answers()
+        assert sorted(keys) == sorted(measured)
+        for q, a in measured.items():
+            assert answers.answer_hash(q, a) == keys[q], (q, a)
     # and the solution notebooks give these answers
     for name, module in (("drift", drift), ("prepost", prepost)):
         cells, _ = _cells(name)
@@ -286,3 +304,40 @@ def test_experiment_plots_have_titles_and_skip_under_nbgrader(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     assert drift.plot_profiles(profiles) is None
     assert prepost.plot_grad_norms([1.0], [1.0]) is None
+
+
+def test_package_holds_no_hidden_test():
+    """Hidden inputs and answer keys live only in the hidden cells of solutions/: the package
+    has no ``check_*_hidden`` function and no key table, and every hidden cell calls only
+    public (``__all__``) checks of its assignment's grading module."""
+    import ast
+    import importlib
+    import re
+
+    for path in (REPO / "normedu" / "grading").glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"def check_\w*hidden", text), path.name
+        assert not re.search(r"^_KEYS\s*=", text, re.M), path.name
+    for assignment in ASSIGNMENTS:
+        nb = json.loads((REPO / "solutions" / assignment / f"{assignment}.ipynb").read_text())
+        for cell in nb["cells"]:
+            src = "".join(cell["source"])
+            if HIDDEN_MARKERS[0] not in src:
+                continue
+            body = src.split(HIDDEN_MARKERS[0])[1].split(HIDDEN_MARKERS[1])[0]
+            tree = ast.parse(body)
+            modules = {
+                alias.asname or alias.name: f"{node.module}.{alias.name}"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module == "normedu.grading"
+                for alias in node.names
+            }
+            assert modules, f"{assignment}: a hidden cell that does not use normedu.grading"
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in modules
+                ):
+                    public = importlib.import_module(modules[node.value.id]).__all__
+                    assert node.attr in public, (assignment, node.attr)

@@ -41,7 +41,14 @@ from pathlib import Path
 
 from . import gradebook
 from . import status as st
-from .checks import assignment_mismatch, expected_cells, read_notebook, tampering
+from .checks import (
+    assignment_mismatch,
+    belongs_to,
+    expected_cells,
+    read_notebook,
+    tampering,
+    untouched,
+)
 from .collect import load_collect_record
 from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings, student_sort_key
 from .pool import Job, Pool
@@ -138,7 +145,9 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
             report.errors.append(f"{job.student}: not recorded by nbgrader")
     else:
         failed = [g for g, s, m in scores if s < m]
-        status = st.FAILED if failed else st.GRADED
+        status = st.FAILED if failed else st.PASSED
+        if failed and job.untouched and not result.get("timed_out"):
+            status = st.NOT_ATTEMPTED
         if failed:
             notes.append("failed: " + ", ".join(failed))
     return st.Verdict(
@@ -254,12 +263,15 @@ class _Stages:
 
         run, course, notebook = self.run, self.run.course, self.run.notebook
         notes = list(self.collected.get(student, {}).get("notes", []))
+        status = st.UNGRADABLE
         if not path.exists():
             nb, problem = None, f"no {notebook}.ipynb in the submission"
         else:
             nb, problem = read_notebook(path)
             if nb is not None:
                 problem = assignment_mismatch(nb, self.expected, self.others)
+                if problem:
+                    status = st.wrong_assignment(belongs_to(nb, self.others))
         if not problem:
             tampered = tampering(nb, self.expected)
             try:
@@ -269,7 +281,7 @@ class _Stages:
         if problem:
             gradebook.forget(course, run.assignment, student)
             run.report.verdicts[student] = st.Verdict(
-                student, run.assignment, st.UNGRADABLE, notes=[*notes, problem], sha256=sha
+                student, run.assignment, status, tampered=None, notes=[*notes, problem], sha256=sha
             )
             return None
         job_dir = run.base / f"job-{uuid.uuid4().hex[:12]}"
@@ -288,7 +300,7 @@ class _Stages:
             "threads": self.threads,
             "landlock": run.limits.landlock,
         }
-        return Job(student, job_dir, spec, tampered, notes, sha)
+        return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected))
 
     def record(self, batch: list[tuple[Job, dict]]) -> None:
         """Let nbgrader record a batch of executed submissions, then give each its verdict."""

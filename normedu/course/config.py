@@ -142,6 +142,7 @@ class Course:
         # Kernels over Unix sockets: no TCP port races between parallel kernels and no
         # "running over TCP without encryption" warning per kernel.
         c.KernelManager.transport = "ipc"
+        c.KernelManager.ip = kernel_socket_prefix(self.root)
         # Feedback never shows hidden tests, nor tracebacks through the grading code: the
         # first step shortens error outputs, ClearHiddenTests removes the hidden regions.
         c.GenerateFeedback.preprocessors = list(FEEDBACK_PREPROCESSORS)
@@ -172,6 +173,25 @@ FEEDBACK_PREPROCESSORS = (
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 )
+
+
+def kernel_socket_prefix(root: Path) -> str:
+    """Absolute prefix of the Unix sockets of nbgrader's kernels for the course at ``root``.
+
+    jupyter_client's default (``kernel-ipc``) is relative, and nbgrader's kernels start in the
+    notebook's folder while the client stays in the course root: they would not meet. The
+    prefix is short (a socket path must stay under 108 bytes) and per course; nbgrader runs
+    one kernel at a time, so its kernels do not share sockets.
+    """
+    import hashlib
+
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    tag = hashlib.sha256(str(root).encode()).hexdigest()[:10]
+    folder = Path(jupyter_runtime_dir())
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+    return str(folder / f"normedu-{tag}")
 
 
 def student_sort_key(student: str) -> tuple[str, str]:

@@ -59,7 +59,7 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
         if unknown:
             raise ValueError(f"no graded submission of {assignment!r} for {unknown}")
         verdicts = {s: v for s, v in verdicts.items() if s in set(students)}
-    runnable = sorted(s for s, v in verdicts.items() if v.status != st.UNGRADABLE)
+    runnable = sorted(s for s, v in verdicts.items() if st.kind(v.status) not in st.NOT_RUN)
     pages: dict[str, Path] = {}
     if runnable:
         everyone = {p.name for p in (course.root / course.autograded).iterdir() if p.is_dir()}
@@ -79,7 +79,7 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
             )
     for student, verdict in sorted(verdicts.items()):
         page = course.feedback_dir(student, assignment) / f"{notebook}.html"
-        if verdict.status == st.UNGRADABLE:
+        if st.kind(verdict.status) in st.NOT_RUN:
             page.parent.mkdir(parents=True, exist_ok=True)
             page.write_text(_ungradable_page(verdict, assignment))
         elif page.exists():

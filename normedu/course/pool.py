@@ -26,6 +26,8 @@ class Job:
     tampered: list[str]
     notes: list[str]
     sha256: str
+    #: every answer cell as handed out (a failing run is then "not attempted")
+    untouched: bool = False
 
 
 class Worker:

@@ -50,25 +50,20 @@ def _not_run_error(reason: str) -> dict:
 
 
 def descendants(pid: int) -> list[int]:
-    """Live descendants of ``pid`` (from ``/proc``; zombies excluded), parents first."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    """Live descendants of ``pid`` (zombies excluded), parents first."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child.pid)
+        except psutil.NoSuchProcess:
             continue
-        # The command name may hold spaces and parentheses: split after the last ')'.
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z":
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
     return found
 
 
