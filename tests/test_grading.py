@@ -341,3 +341,61 @@ def test_package_holds_no_hidden_test():
                 ):
                     public = importlib.import_module(modules[node.value.id]).__all__
                     assert node.attr in public, (assignment, node.attr)
+
+
+# --------------------------------------------------------------------------- explaining a miss
+
+
+@pytest.mark.parametrize(
+    ("make", "phrase"),
+    [
+        (lambda e: e * 2.5, "constant factor 2.5"),
+        (lambda e: -e, "sign flipped"),
+        (lambda e: e + np.arange(e.shape[0])[:, None], "offset per row"),
+        (lambda e: e + np.arange(e.shape[1])[None, :], "offset per column"),
+        (lambda e: e * np.arange(1, e.shape[0] + 1)[:, None], "scale per row"),
+        (lambda e: e * np.arange(1, e.shape[1] + 1)[None, :], "scale per column"),
+        (lambda e: e.T.copy(), "axes swapped"),
+        (lambda e: np.where(e > 0.5, np.nan, e), "NaN or inf"),
+        (lambda e: e.astype(np.float16), "dtype float16"),
+    ],
+    ids=["factor", "sign", "row-offset", "col-offset", "row-scale", "col-scale", "transpose",
+         "nan", "dtype"],
+)  # fmt: skip
+def test_describe_difference_names_the_relation(make, phrase):
+    rng = np.random.default_rng(7)
+    expected = (
+        rng.standard_normal((5, 4)) if phrase != "axes swapped" else rng.standard_normal((4, 4))
+    )
+    actual = make(expected)
+    assert phrase in diagnose.describe_difference(actual, expected)
+    with pytest.raises(compare.GradingError, match="How it differs"):
+        diagnose.check_against(actual, expected, "out")
+    # a difference with no simple relation is not described
+    noise = expected + rng.standard_normal(expected.shape)
+    assert diagnose.describe_difference(noise, expected) is None
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrase"),
+    [
+        ("out * gamma[0] + beta", "how you apply γ"),
+        ("out * gamma + 2 * beta", "how you add β"),
+        ("out * gamma**2 + 3 * beta", "the γ/β step is not"),
+    ],
+)
+def test_rerun_with_unit_gamma_and_zero_beta_locates_the_mistake(wrong, phrase):
+    from normedu.grading import layernorm
+
+    src = (
+        "import numpy as np\n"
+        "def layernorm_forward(x, gamma, beta, eps=1e-5):\n"
+        "    mu = x.mean(-1, keepdims=True)\n"
+        "    out = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)\n"
+        f"    return {wrong}\n"
+    )
+    f = _define(src, "layernorm_forward")
+    rng = np.random.default_rng(3)
+    x, gamma, beta = rng.standard_normal((4, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
+    with pytest.raises(compare.GradingError, match=phrase):
+        layernorm.check_forward_on(f, x, gamma, beta)

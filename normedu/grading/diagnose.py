@@ -243,6 +243,12 @@ def describe_difference(actual: Any, expected: Any) -> str | None:
             f"{bad} of its {af.size} values are NaN or inf: look for a division by zero or a "
             "square root of a negative number (eps belongs inside the square root)"
         )
+    want = np.asarray(expected).dtype
+    if a.dtype != want and a.dtype.kind == "f" and want.kind == "f" and a.shape == e.shape:
+        return (
+            f"it has dtype {a.dtype}, while the input and the reference are {want}: compute in "
+            "the input's dtype (no astype, no np.float32/np.float16 constants)"
+        )
     if af.shape != e.shape:
         if af.ndim >= 2 and af.shape == e.swapaxes(-1, -2).shape:
             if _close(af, e.swapaxes(-1, -2)):
@@ -272,9 +278,6 @@ def describe_difference(actual: Any, expected: Any) -> str | None:
             )
             if np.ptp(ratio) > 1e-9 and _close(af, e * ratio):
                 return f"each {unit} is scaled by a factor of its own (a scale per {unit}, {where})"
-    want = np.asarray(expected).dtype
-    if a.dtype != want and a.dtype.kind == "f":
-        return f"it has dtype {a.dtype}, while the input and the reference are {want}"
     return None
 
 
