@@ -263,12 +263,25 @@ def test_sandbox_reported(graded):
 def test_feedback_hides_hidden_tests(graded):
     from normedu.course.feedback import feedback
 
+    repo = Path(__file__).resolve().parent.parent
+    shutil.copytree(repo / "assets" / "mathjax", graded.course.root / "assets" / "mathjax")
     pages = feedback(graded.course, "demo")
     assert set(pages) == set(graded.table)
+    machine = (str(graded.course.root), str(repo), "site-packages", "/tmp/")
     for student, page in pages.items():
         text = page.read_text()
         assert "HIDDEN-CHECK" not in text, student
         assert "Status:" in text
+        if not student.startswith("hostile"):  # (their own code prints the paths it attacks)
+            assert not [p for p in machine if p in text], student  # no path of this machine
+        if "could not be graded" in text:
+            continue
+        # Math renders offline (the course's MathJax, no CDN) and the contents name each test.
+        assert "cdnjs" not in text and "../../_mathjax/tex-mml-chtml.js" in text, student
+        assert ">Test cell<" not in text, student
+        assert '<a href="#test_center_hidden">test_center_hidden' in text, student
+    page = pages["stub"]
+    assert (page.parent / "../../_mathjax/tex-mml-chtml.js").resolve().is_file()
     stub = pages["stub"].read_text()
     assert "center(x) must keep the shape" in stub and "NotImplementedError" in stub
     assert "could not be graded" in pages["corrupt"].read_text()

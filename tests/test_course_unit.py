@@ -371,3 +371,26 @@ def test_stored_benchmark_table(tmp_path, monkeypatch):
     table = stored_markdown()
     assert "exceeds the number of workers (2)" in table
     assert "200.0 s, 5.00 s per submission" in table and "took 0.50x the time of stock" in table
+
+
+def test_feedback_tracebacks_keep_the_cell_and_drop_the_grading_machine():
+    from normedu.course.nbgrader_bridge import student_traceback
+
+    output = {
+        "ename": "GradingError",
+        "evalue": "out is wrong. Likely cause: eps outside",
+        "traceback": [
+            "\x1b[0;31m----------\x1b[0m",
+            "\x1b[0;31mGradingError\x1b[0m  Traceback (most recent call last)",
+            "Cell \x1b[0;32mIn[7], line 3\x1b[0m\n----> 3 grade.check_forward_values(f)",
+            "File \x1b[0;32m/home/prof/course/normedu/grading/layernorm.py:120\x1b[0m, in check",
+            "File /usr/lib/python3/site-packages/numpy/core.py:5, in f",
+            "\x1b[0;31mGradingError\x1b[0m: out is wrong. Likely cause: eps outside",
+        ],
+    }
+    shown = "\n".join(student_traceback(output, hidden=False))
+    assert "In[7]" in shown and "check_forward_values" in shown and "Likely cause" in shown
+    assert "/home/prof" not in shown and "site-packages" not in shown
+    assert student_traceback(output, hidden=True) == [
+        "GradingError: out is wrong. Likely cause: eps outside"
+    ]

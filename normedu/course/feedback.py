@@ -13,10 +13,58 @@ notes; a submission that could not be graded gets a page that says why.
 from __future__ import annotations
 
 import html
+import re
+import shutil
 from pathlib import Path
 
 from . import status as st
+from .checks import expected_cells
 from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings
+
+_MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+_TOC_ENTRY = re.compile(r'<a href="#(?P<id>[^"]+)">Test cell</a>')
+#: Where the feedback pages find MathJax: one copy beside the students' folders.
+MATHJAX_DIR = "_mathjax"
+
+
+def _offline_math(text: str, course: Course) -> str:
+    """Load the course's vendored MathJax 3 (``assets/mathjax``, copied once to
+    ``feedback/_mathjax``) instead of nbgrader's CDN MathJax 2, so math renders offline."""
+    vendored = course.root / "assets" / "mathjax"
+    if not (vendored / "tex-mml-chtml.js").is_file():
+        return text  # a course without the vendored copy keeps nbgrader's CDN link
+    target = course.root / course.feedback / MATHJAX_DIR
+    if not (target / "tex-mml-chtml.js").is_file():
+        shutil.copytree(vendored, target, dirs_exist_ok=True)
+    # feedback/<student>/<assignment>/<notebook>.html -> feedback/_mathjax/
+    script = (
+        "<script>window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], "
+        "processEscapes: true}};</script>\n"
+        f'<script defer src="../../{MATHJAX_DIR}/tex-mml-chtml.js"></script>'
+    )
+    return _MATHJAX_BLOCK.sub(lambda _: script, text, count=1)
+
+
+def _test_labels(course: Course, assignment: str, notebook: str) -> dict[str, str]:
+    """``{grade_id: "grade_id: what it tests"}`` from each test cell's first comment line."""
+    labels = {}
+    for cell in expected_cells(course.db_url, assignment, notebook):
+        if not cell.is_test:
+            continue
+        first = next(iter(cell.source.strip().splitlines()), "")
+        what = first.lstrip("#").strip() if first.lstrip().startswith("#") else ""
+        labels[cell.grade_id] = f"{cell.grade_id}: {what}" if what else cell.grade_id
+    return labels
+
+
+def _name_tests(text: str, labels: dict[str, str]) -> str:
+    """nbgrader's table of contents calls every test "Test cell": name each one."""
+
+    def label(match: re.Match) -> str:
+        gid = match.group("id")
+        return f'<a href="#{gid}">{html.escape(labels.get(gid, gid))}</a>'
+
+    return _TOC_ENTRY.sub(label, text)
 
 
 def _banner(verdict: st.Verdict) -> str:
@@ -61,6 +109,7 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
         verdicts = {s: v for s, v in verdicts.items() if s in set(students)}
     runnable = sorted(s for s, v in verdicts.items() if st.kind(v.status) not in st.NOT_RUN)
     pages: dict[str, Path] = {}
+    labels = _test_labels(course, assignment, notebook) if runnable else {}
     if runnable:
         everyone = {p.name for p in (course.root / course.autograded).iterdir() if p.is_dir()}
         # The course configuration's feedback steps (hidden tests and grading-code tracebacks
@@ -83,7 +132,7 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
             page.parent.mkdir(parents=True, exist_ok=True)
             page.write_text(_ungradable_page(verdict, assignment))
         elif page.exists():
-            text = page.read_text()
+            text = _name_tests(_offline_math(page.read_text(), course), labels)
             head, sep, tail = text.partition("<body")
             if sep:
                 close = tail.index(">") + 1

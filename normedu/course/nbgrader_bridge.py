@@ -27,6 +27,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: A traceback entry of a frame in a file (IPython: ``File /path/x.py:12, in f(...)``), as
 #: opposed to a notebook cell (``Cell In[3], line 2``).
 _FILE_FRAME = re.compile(r"^\s*File\s+\S")
+#: An absolute path of a Python file (a warning's location): only its file name is shown.
+_ABS_PY = re.compile(r"(/[^\s\"':]+/)([^/\s\"':]+\.py)")
+#: A plain Python traceback's frame line in a file, with its source line if any.
+_STDERR_FRAME = re.compile(r'^[ \t]*File "[^"<][^"]*", line \d+.*\n(?:[ \t]{4,}\S.*\n)?', re.M)
 
 
 def student_traceback(output, hidden: bool) -> list[str]:
@@ -45,16 +49,19 @@ def student_traceback(output, hidden: bool) -> list[str]:
 
 
 class StudentTracebacks(NbGraderPreprocessor):
-    """In test cells, reduce error outputs to what a student may see (see
-    :func:`student_traceback`). Runs before ``ClearHiddenTests``."""
+    """Reduce error outputs to what a student may see (see :func:`student_traceback`), and
+    drop the file frames (``File "/abs/path", line N``) that a kernel wrote to stderr when it
+    could not even format its error (e.g. out of memory). Runs before ``ClearHiddenTests``."""
 
     def preprocess_cell(self, cell, resources, index):
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (meta.get("grade") or _BEGIN in cell.source):
-            hidden = _BEGIN in cell.source
-            for output in cell.get("outputs", []):
-                if output.output_type == "error":
-                    output.traceback = student_traceback(output, hidden)
+        if cell.cell_type != "code":
+            return cell, resources
+        hidden = _BEGIN in cell.source
+        for output in cell.get("outputs", []):
+            if output.output_type == "error":
+                output.traceback = student_traceback(output, hidden)
+            elif output.output_type == "stream" and output.get("name") == "stderr":
+                output.text = _ABS_PY.sub(r"\2", _STDERR_FRAME.sub("", output.text))
         return cell, resources
 
 
