@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import nbformat
 import psutil
@@ -394,3 +395,21 @@ def test_feedback_tracebacks_keep_the_cell_and_drop_the_grading_machine():
     assert student_traceback(output, hidden=True) == [
         "GradingError: out is wrong. Likely cause: eps outside"
     ]
+
+
+def test_root_nbgrader_config_is_the_course_configuration():
+    """One nbgrader configuration: the root nbgrader_config.py loads Course.nbgrader_config,
+    which hides hidden tests in feedback, keeps the exchange in the course, and uses ipc."""
+    from traitlets.config import Config
+
+    repo = Path(__file__).resolve().parent.parent
+    loaded = Config()
+    path = repo / "nbgrader_config.py"
+    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: loaded,
+                                                         "__file__": str(path)})  # fmt: skip
+    truth = Course(root=repo).nbgrader_config()
+    assert loaded == truth
+    assert "nbgrader.preprocessors.ClearHiddenTests" in truth.GenerateFeedback.preprocessors
+    assert Path(truth.Exchange.root).is_relative_to(repo) and Path(truth.Exchange.root).is_dir()
+    assert truth.KernelManager.transport == "ipc"
+    assert truth.OverwriteCells.add_missing_cells is True
