@@ -233,10 +233,21 @@ def _stack_hypotheses(x, weights, act) -> list[Hypothesis]:
         (TRANSPOSED, lambda: chain(lambda h, w: act(h @ w.T))),
         (TRANSPOSED, lambda: chain(lambda h, w: act((w @ h.T).T))),
         (PRE_ACT, lambda: chain(lambda h, w: h @ w)),
+        (PRE_ACT, lambda: _pre_activations(x, weights, act)),
         (ACT_ARG, lambda: chain(lambda h, w: np.tanh(h @ w))),
         (ACT_FIRST, lambda: chain(lambda h, w: act(h) @ w)),
         (NOT_CHAINED, lambda: tuple(act(x @ w) for w in weights)),
     ]
+
+
+def _pre_activations(x, weights, act) -> tuple:
+    """The right chain h_l = act(h_{l-1} @ W_l), but storing each pre-activation h_{l-1} @ W_l."""
+    out, h = [], x
+    for w in weights:
+        z = h @ w
+        out.append(z)
+        h = act(z)
+    return tuple(out)
 
 
 def _check_stack(f, x, weights, activation):
