@@ -1,27 +1,18 @@
-"""nbgrader configuration for the normedu course (nbgrader 0.9.6).
+"""nbgrader configuration of the normedu course (nbgrader 0.9.6).
 
-nbgrader reads this file from the current directory, so run nbgrader (or `normedu ...`)
-from the repository root. solutions/ is the instructor source, exercises/ the student release.
+nbgrader (and Formgrader in JupyterLab) reads this file from the current directory: run
+nbgrader from the repository root. The settings themselves live in ONE place,
+``normedu.course.config.Course.nbgrader_config``, which the ``normedu`` commands and the tests
+use too.
 """
 
 import os
-
-c = get_config()  # noqa: F821  (injected by traitlets)
+import sys
 
 _root = os.path.dirname(os.path.abspath(__file__))
-c.CourseDirectory.root = _root
-c.CourseDirectory.course_id = "normedu"
-c.CourseDirectory.source_directory = "solutions"
-c.CourseDirectory.release_directory = "exercises"
-c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_root, "gradebook.db")
-# Without this nbgrader probes /srv/nbgrader/exchange; the course runs from the repo.
-c.Exchange.root = os.path.join(_root, "_build", "exchange")
-# A student who deletes a read-only test cell must not escape its points: autograde puts the
-# instructor's cell back (and it fails) instead of silently scoring 0 for a missing cell.
-c.OverwriteCells.add_missing_cells = True
-# Feedback HTML must never show hidden tests.
-c.GenerateFeedback.preprocessors = [
-    "nbgrader.preprocessors.GetGrades",
-    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-    "nbgrader.preprocessors.ClearHiddenTests",
-]
+if _root not in sys.path:  # the course's own normedu, also when nbgrader runs from elsewhere
+    sys.path.insert(0, _root)
+
+from normedu.course.config import configure  # noqa: E402
+
+configure(get_config(), _root)  # noqa: F821  (get_config is injected by traitlets)

@@ -49,11 +49,17 @@ def _cmd_release(args) -> int:
 
 
 def _cmd_collect(args) -> int:
-    from .course.collect import collect
+    from .course.collect import collect, read_mapping
 
     course = _course(args)
+    mapping = read_mapping(args.map) if args.map else None
     items, unplaced = collect(
-        course, args.assignment, args.inbox, layout=args.layout, pattern=args.pattern
+        course,
+        args.assignment,
+        args.inbox,
+        layout=args.layout,
+        pattern=args.pattern,
+        mapping=mapping,
     )
     width = max([len(i.student) for i in items] + [7])
     print(f"{'student':<{width}}  action     file / notes")
@@ -69,6 +75,7 @@ def _cmd_collect(args) -> int:
 
 def _cmd_autograde(args) -> int:
     from .course.autograde import autograde
+    from .course.config import student_sort_key
 
     course = _course(args)
     report = autograde(
@@ -84,7 +91,7 @@ def _cmd_autograde(args) -> int:
         progress=not args.quiet,
     )
     width = max([len(s) for s in report.verdicts] + [7])
-    for student, v in sorted(report.verdicts.items()):
+    for student, v in sorted(report.verdicts.items(), key=lambda kv: student_sort_key(kv[0])):
         flag = " [tampered]" if v.tampered else ""
         notes = f"  {'; '.join(v.notes)}" if v.notes else ""
         print(f"{student:<{width}}  {v.status}{flag}{notes}")
@@ -98,6 +105,15 @@ def _cmd_autograde(args) -> int:
     for error in report.errors:
         print(f"ERROR: {error}", file=sys.stderr)
     return 1 if report.errors else 0
+
+
+def _cmd_adjust(args) -> int:
+    from .course.adjust import adjust, describe
+
+    course = _course(args)
+    record = adjust(course, args.assignment, args.student, args.test, args.score, args.reason)
+    print(f"{args.student}: {describe(record)}")
+    return 0
 
 
 def _cmd_feedback(args) -> int:
@@ -124,7 +140,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    from .course.bench import run_bench, save
+    from .course.grading_bench import run_bench, save
 
     course = _course(args) if args.assignment != "demo" else None
     mix = None
@@ -183,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="regex on the path relative to INBOX with a (?P<student>...) group, e.g. "
         r"'^(?P<student>[^_]+)_\d+_' for Canvas downloads; overrides --layout",
     )
+    p.add_argument(
+        "--map",
+        metavar="FILE",
+        help="CSV of lines 'file,student' naming the student of a file (path in INBOX or file "
+        "name); needed when two different hand-ins map to one student id",
+    )
     p.set_defaults(func=_cmd_collect)
 
     p = sub.add_parser(
@@ -224,6 +246,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_autograde)
+
+    p = sub.add_parser(
+        "adjust",
+        help="override one student's score on one test cell, with a reason",
+        description="Set STUDENT's score on test cell TEST (its grade_id, a CSV column) to "
+        "SCORE points. The score is nbgrader's manual score of that cell (what Formgrader's "
+        "manual grading writes); the reason reaches the CSV's notes.",
+    )
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("student", metavar="STUDENT")
+    p.add_argument("test", metavar="TEST")
+    p.add_argument("score", metavar="SCORE", type=float)
+    p.add_argument("--reason", required=True, help="why (kept in the CSV's notes)")
+    p.set_defaults(func=_cmd_adjust)
 
     p = sub.add_parser("feedback", help="per-student feedback HTML (hidden tests stay hidden)")
     p.add_argument("assignment", metavar="ASSIGNMENT")

@@ -73,21 +73,16 @@ def _table(text: str) -> dict[str, dict[str, str]]:
 
 
 def _leftovers(*markers: str) -> list[str]:
+    """Command lines of live processes (not this one) that contain one of ``markers``."""
+    import psutil
+
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        info = proc.info
+        if info["pid"] == os.getpid() or info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        try:
-            cmd = (
-                Path(f"/proc/{entry}/cmdline")
-                .read_bytes()
-                .replace(b"\0", b" ")
-                .decode(errors="replace")
-            )
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and any(m in cmd for m in markers):
+        cmd = " ".join(info["cmdline"] or [])
+        if any(m in cmd for m in markers):
             found.append(cmd)
     return found
 
@@ -153,22 +148,24 @@ def test_collect_places_every_file_and_flags_the_wrong_name(graded):
 
 EXPECTED = {
     # student: (status, score, tampered)
-    "ok": (st.GRADED, "4", "no"),
-    "wrongname": (st.GRADED, "4", "no"),
+    "ok": (st.PASSED, "4", "no"),
+    "wrongname": (st.PASSED, "4", "no"),
     "partial": (st.FAILED, "3", "no"),
-    "stub": (st.FAILED, "0", "no"),
+    "stub": (st.NOT_ATTEMPTED, "0", "no"),
     "exit": (st.FAILED, "0", "no"),
-    "sysexit": (st.GRADED, "4", "no"),
+    "sysexit": (st.PASSED, "4", "no"),
     # Out of address space, the kernel either raises MemoryError or cannot answer in time.
     "memory": ((st.FAILED, st.TIMED_OUT), "0", "no"),
     "loop": (st.TIMED_OUT, None, "no"),
-    "tamper_edit": (st.FAILED, "0", "yes"),
-    "tamper_delete": (st.FAILED, "0", "yes"),
-    "corrupt": (st.UNGRADABLE, "0", "no"),
-    "empty": (st.UNGRADABLE, "0", "no"),
-    "otherassign": (st.UNGRADABLE, "0", "no"),
-    "hostile": (st.GRADED, "4", "no"),
-    "hostile_rel": (st.GRADED, "4", "no"),
+    # Stubs with a test cell edited or deleted: no answer written, and the flag says why.
+    "tamper_edit": (st.NOT_ATTEMPTED, "0", "yes"),
+    "tamper_delete": (st.NOT_ATTEMPTED, "0", "yes"),
+    # Nothing could be checked in a file that never ran: tampered is empty, not "no".
+    "corrupt": (st.UNGRADABLE, "0", ""),
+    "empty": (st.UNGRADABLE, "0", ""),
+    "otherassign": ("wrong assignment (other)", "0", ""),
+    "hostile": (st.PASSED, "4", "no"),
+    "hostile_rel": (st.PASSED, "4", "no"),
 }
 
 
@@ -210,6 +207,16 @@ def test_per_test_cell_columns(graded):
         "",
         "",
     ]
+
+
+def test_csv_keeps_the_file_name_and_collection_time_and_sorts_ignoring_case(graded):
+    rows = list(csv.DictReader(io.StringIO(graded.csv)))
+    by_student = {r["student"]: r for r in rows}
+    assert by_student["wrongname"]["file"] == "wrongname.txt"
+    assert by_student["ok"]["file"] == "ok.ipynb"
+    assert all(r["collected"].endswith("+00:00") for r in rows)
+    students = [r["student"] for r in rows]
+    assert students == sorted(students, key=str.casefold)
 
 
 def test_notes_say_why(graded):
@@ -256,12 +263,25 @@ def test_sandbox_reported(graded):
 def test_feedback_hides_hidden_tests(graded):
     from normedu.course.feedback import feedback
 
+    repo = Path(__file__).resolve().parent.parent
+    shutil.copytree(repo / "assets" / "mathjax", graded.course.root / "assets" / "mathjax")
     pages = feedback(graded.course, "demo")
     assert set(pages) == set(graded.table)
+    machine = (str(graded.course.root), str(repo), "site-packages", "/tmp/")
     for student, page in pages.items():
         text = page.read_text()
         assert "HIDDEN-CHECK" not in text, student
         assert "Status:" in text
+        if not student.startswith("hostile"):  # (their own code prints the paths it attacks)
+            assert not [p for p in machine if p in text], student  # no path of this machine
+        if "could not be graded" in text:
+            continue
+        # Math renders offline (the course's MathJax, no CDN) and the contents name each test.
+        assert "cdnjs" not in text and "../../_mathjax/tex-mml-chtml.js" in text, student
+        assert ">Test cell<" not in text, student
+        assert '<a href="#test_center_hidden">test_center_hidden' in text, student
+    page = pages["stub"]
+    assert (page.parent / "../../_mathjax/tex-mml-chtml.js").resolve().is_file()
     stub = pages["stub"].read_text()
     assert "center(x) must keep the shape" in stub and "NotImplementedError" in stub
     assert "could not be graded" in pages["corrupt"].read_text()
@@ -279,7 +299,13 @@ def test_parallel_grades_equal_sequential_grades(graded, tmp_path):
     collect(course, "demo", graded.inbox)
     report = autograde(course, "demo", jobs=1, cell_timeout=CELL_S, wall_timeout=60)
     assert report.jobs == 1
-    assert to_csv(course, "demo") == graded.csv
+
+    def grades(text):  # the collection time is when collect ran, not a grade
+        return [{k: v for k, v in row.items() if k != "collected"} for row in csv.DictReader(
+            io.StringIO(text)
+        )]  # fmt: skip
+
+    assert grades(to_csv(course, "demo")) == grades(graded.csv)
 
 
 def test_landlock_off_relative_paths_still_miss_the_course(graded):
@@ -394,3 +420,36 @@ def test_release_check_reports_an_out_of_sync_exercise(graded, tmp_path):
     nbformat.write(nb, path)
     diffs = check_release(course, ["demo", "other"])
     assert diffs == {"demo": ["demo.ipynb: cell 2 source differs"], "other": []}
+
+
+def test_adjust_overrides_a_score_with_a_reason_like_formgrader(graded, tmp_path):
+    """``normedu adjust`` writes nbgrader's manual score (what Formgrader's manual grading
+    writes) and keeps the reason; the CSV shows both. Formgrader's own manual score on
+    another cell, written straight into the gradebook, shows too."""
+    from nbgrader.api import Gradebook
+
+    from normedu.cli import main
+
+    copy = Course(root=tmp_path / "course")
+    shutil.copytree(graded.course.root, copy.root)
+    with pytest.raises(ValueError, match="needs a reason"):
+        from normedu.course.adjust import adjust
+
+        adjust(copy, "demo", "partial", "test_scale", 1, " ")
+    code = main(
+        ["--root", str(copy.root), "adjust", "demo", "partial", "test_scale", "1",
+         "--reason", "regrade request: scale() was right up to rounding"]
+    )  # fmt: skip
+    assert code == 0
+    assert main(["--root", str(copy.root), "adjust", "demo", "partial", "nope", "1",
+                 "--reason", "x"]) == 2  # fmt: skip
+    with Gradebook(copy.db_url) as gb:  # Formgrader's manual grading, as it stores it
+        gb.find_grade("test_center", "demo", "demo", "stub").manual_score = 1.0
+        gb.db.commit()
+    table = _table(to_csv(copy, "demo"))
+    assert table["partial"]["score"] == "4" and table["partial"]["test_scale"] == "1"
+    assert "adjusted test_scale from 0 to 1" in table["partial"]["notes"]
+    assert "regrade request" in table["partial"]["notes"]
+    assert table["stub"]["score"] == "1" and table["stub"]["test_center"] == "1"
+    # The original course is untouched.
+    assert graded.table["partial"]["score"] == "3"

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
 from normedu.course import checks, cohort, status
@@ -101,6 +102,32 @@ def test_assignment_mismatch_names_the_other_assignment():
     assert "assignment 'other'" in checks.assignment_mismatch(other, expected, others)
     plain = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
     assert "none of this assignment's cells" in checks.assignment_mismatch(plain, expected, others)
+    # ... and the status names it
+    assert checks.belongs_to(other, others) == "other"
+    assert checks.belongs_to(plain, others) is None
+    assert status.wrong_assignment("other") == "wrong assignment (other)"
+    assert status.Verdict("s", "demo", status.wrong_assignment("other")).status.endswith("(other)")
+
+
+def test_untouched_answers_mean_not_attempted():
+    source = cohort.demo_notebook()
+    released = nbformat.reads(nbformat.writes(source), as_version=4)
+    for cell in released.cells:
+        cell.source = checks.released(cell.source)
+    # The gradebook holds the answer cells as handed out (the stubs).
+    stubbed = cohort.submission(source, released, "stub")
+    expected = _expected_from(stubbed)
+    assert checks.untouched(stubbed, expected)
+    assert checks.untouched(cohort.submission(source, released, "tamper_edit"), expected)
+    assert not checks.untouched(cohort.submission(source, released, "partial"), expected)
+    assert not checks.untouched(cohort.submission(source, released, "correct"), expected)
+
+
+def test_students_sort_case_insensitively():
+    from normedu.course.config import student_sort_key
+
+    names = ["Frank_Miller", "alice", "Bob", "bob"]
+    assert sorted(names, key=student_sort_key) == ["alice", "Bob", "bob", "Frank_Miller"]
 
 
 # -- collect -------------------------------------------------------------------------------
@@ -126,6 +153,35 @@ def test_identify_layouts_and_wrong_names():
         identify("a/b.ipynb", "demo", "flat", None)
     with pytest.raises(ValueError, match="layout must be one of"):
         identify("a.ipynb", "demo", "zip", None)
+
+
+def test_two_hand_ins_of_one_id_are_refused_until_mapped(tmp_path):
+    from normedu.course.collect import collect, load_collect_record, read_mapping
+
+    (tmp_path / "course").mkdir()
+    course = Course.at(tmp_path / "course")
+    cohort.write_demo_assignment(course.root)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    for name, body in (("Jane Doe.ipynb", "1"), ("Jane_Doe.ipynb", "2"), ("bob.ipynb", "3")):
+        (inbox / name).write_text(body)
+    with pytest.raises(ValueError) as info:
+        collect(course, "demo", inbox)
+    assert "'Jane Doe.ipynb' and 'Jane_Doe.ipynb'" in str(info.value)
+    assert "Jane_Doe" in str(info.value) and "--map" in str(info.value)
+    assert not (course.root / "submitted").exists()  # nothing was placed
+    mapfile = tmp_path / "map.csv"
+    mapfile.write_text("file,student\nJane Doe.ipynb,jane_doe_2\n")
+    items, unplaced = collect(course, "demo", inbox, mapping=read_mapping(mapfile))
+    assert unplaced == []
+    assert {i.student: i.source for i in items} == {
+        "jane_doe_2": "Jane Doe.ipynb", "Jane_Doe": "Jane_Doe.ipynb", "bob": "bob.ipynb"
+    }  # fmt: skip
+    placed = course.submitted_dir("jane_doe_2", "demo") / "demo.ipynb"
+    assert placed.read_text() == "1"
+    record = load_collect_record(course, "demo")
+    assert record["jane_doe_2"]["source"] == "Jane Doe.ipynb"
+    assert record["jane_doe_2"]["collected"].endswith("+00:00")
 
 
 def test_course_errors_are_clear(tmp_path):
@@ -248,15 +304,15 @@ def test_kill_descendants_reaps_a_process_tree():
     child.kill()
     child.wait()
     for pid in tree:
-        assert (
-            not Path(f"/proc/{pid}").exists()
-            or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
-        )
+        try:
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            pass
 
 
 # -- CLI -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "command", ["release", "collect", "autograde", "feedback", "export", "grade-bench"]
+    "command", ["release", "collect", "autograde", "feedback", "export", "adjust", "grade-bench"]
 )
 def test_cli_help(command, capsys):
     from normedu.cli import main
@@ -275,7 +331,7 @@ def test_cli_reports_bad_arguments(tmp_path, capsys):
 
 
 def test_a_second_grading_run_on_the_same_course_is_refused(tmp_path):
-    from normedu.course.autograde import _lock
+    from normedu.course.gradebook import lock as _lock
 
     course = Course.at(tmp_path)
     held = _lock(course)
@@ -289,7 +345,7 @@ def test_a_second_grading_run_on_the_same_course_is_refused(tmp_path):
 
 def test_stored_benchmark_table(tmp_path, monkeypatch):
     import normedu.results
-    from normedu.course.bench import stored_markdown
+    from normedu.course.grading_bench import stored_markdown
 
     monkeypatch.setattr(normedu.results, "RESULTS_DIR", tmp_path)
     assert "Not measured yet" in stored_markdown()
@@ -316,3 +372,44 @@ def test_stored_benchmark_table(tmp_path, monkeypatch):
     table = stored_markdown()
     assert "exceeds the number of workers (2)" in table
     assert "200.0 s, 5.00 s per submission" in table and "took 0.50x the time of stock" in table
+
+
+def test_feedback_tracebacks_keep_the_cell_and_drop_the_grading_machine():
+    from normedu.course.nbgrader_bridge import student_traceback
+
+    output = {
+        "ename": "GradingError",
+        "evalue": "out is wrong. Likely cause: eps outside",
+        "traceback": [
+            "\x1b[0;31m----------\x1b[0m",
+            "\x1b[0;31mGradingError\x1b[0m  Traceback (most recent call last)",
+            "Cell \x1b[0;32mIn[7], line 3\x1b[0m\n----> 3 grade.check_forward_values(f)",
+            "File \x1b[0;32m/home/prof/course/normedu/grading/layernorm.py:120\x1b[0m, in check",
+            "File /usr/lib/python3/site-packages/numpy/core.py:5, in f",
+            "\x1b[0;31mGradingError\x1b[0m: out is wrong. Likely cause: eps outside",
+        ],
+    }
+    shown = "\n".join(student_traceback(output, hidden=False))
+    assert "In[7]" in shown and "check_forward_values" in shown and "Likely cause" in shown
+    assert "/home/prof" not in shown and "site-packages" not in shown
+    assert student_traceback(output, hidden=True) == [
+        "GradingError: out is wrong. Likely cause: eps outside"
+    ]
+
+
+def test_root_nbgrader_config_is_the_course_configuration():
+    """One nbgrader configuration: the root nbgrader_config.py loads Course.nbgrader_config,
+    which hides hidden tests in feedback, keeps the exchange in the course, and uses ipc."""
+    from traitlets.config import Config
+
+    repo = Path(__file__).resolve().parent.parent
+    loaded = Config()
+    path = repo / "nbgrader_config.py"
+    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: loaded,
+                                                         "__file__": str(path)})  # fmt: skip
+    truth = Course(root=repo).nbgrader_config()
+    assert loaded == truth
+    assert "nbgrader.preprocessors.ClearHiddenTests" in truth.GenerateFeedback.preprocessors
+    assert Path(truth.Exchange.root).is_relative_to(repo) and Path(truth.Exchange.root).is_dir()
+    assert truth.KernelManager.transport == "ipc"
+    assert truth.OverwriteCells.add_missing_cells is True

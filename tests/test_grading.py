@@ -1,7 +1,12 @@
 """Unit tests of normedu.grading: the checks, the diagnosis, the guard and the mistake catalog.
 
-Fast (no nbgrader, no kernels): the solution notebooks' answer and test cells are executed in a
-plain namespace. ``tests/test_exercises.py`` repeats the important proofs through nbgrader.
+Fast (no nbgrader, no kernels): the solution notebooks' answer and test cells, hidden tests
+included (their inputs live only there), are executed in a plain namespace.
+
+Where coverage lives: THIS file proves every catalogued mistake (:mod:`normedu.grading.mistakes`)
+fails and is named, the solutions pass and the stubs fail, all in-process. Through stock
+nbgrader, ``tests/test_exercises.py`` proves only the solutions, the stubs, tampered and
+deleted test cells, and ONE mistake per answer cell.
 """
 
 from __future__ import annotations
@@ -16,19 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from normedu.course.config import Course
 from normedu.grading import answers, compare, diagnose, drift, gradcheck, guard, mistakes
 
 REPO = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = (
-    "drift",
-    "batchnorm",
-    "layernorm",
-    "rmsnorm",
-    "prepost",
-    "jacobian",
-    "groupnorm",
-    "syncbn",
-)
+#: Discovered from solutions/ (one folder per assignment): the one source of truth.
+ASSIGNMENTS = tuple(Course(root=REPO).assignments())
 HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
@@ -256,11 +254,19 @@ def test_call_silences_warnings_and_explains_exceptions(capfd):
 
 
 def test_answer_keys_agree_with_the_measurements():
+    import re
+
     from normedu.grading import prepost
 
-    for module in (drift, prepost):
-        for q, a in module.measured_answers().items():
-            assert answers.answer_hash(q, a) == module._KEYS[q], (q, a)
+    for name, module in (("drift", drift), ("prepost", prepost)):
+        _, tests = _cells(name)
+        keys = dict(re.findall(r'check_answer\("(\w+)", answer_q\d, key="(\w+)"\)', "".join(
+            src for _, src in tests
+        )))  # fmt: skip
+        measured = module.measured_answers()
+        assert sorted(keys) == sorted(measured)
+        for q, a in measured.items():
+            assert answers.answer_hash(q, a) == keys[q], (q, a)
     # and the solution notebooks give these answers
     for name, module in (("drift", drift), ("prepost", prepost)):
         cells, _ = _cells(name)
@@ -296,3 +302,98 @@ def test_experiment_plots_have_titles_and_skip_under_nbgrader(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     assert drift.plot_profiles(profiles) is None
     assert prepost.plot_grad_norms([1.0], [1.0]) is None
+
+
+def test_package_holds_no_hidden_test():
+    """Hidden inputs and answer keys live only in the hidden cells of solutions/: the package
+    has no ``check_*_hidden`` function and no key table, and every hidden cell calls only
+    public (``__all__``) checks of its assignment's grading module."""
+    import ast
+    import importlib
+    import re
+
+    for path in (REPO / "normedu" / "grading").glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"def check_\w*hidden", text), path.name
+        assert not re.search(r"^_KEYS\s*=", text, re.M), path.name
+    for assignment in ASSIGNMENTS:
+        nb = json.loads((REPO / "solutions" / assignment / f"{assignment}.ipynb").read_text())
+        for cell in nb["cells"]:
+            src = "".join(cell["source"])
+            if HIDDEN_MARKERS[0] not in src:
+                continue
+            body = src.split(HIDDEN_MARKERS[0])[1].split(HIDDEN_MARKERS[1])[0]
+            tree = ast.parse(body)
+            modules = {
+                alias.asname or alias.name: f"{node.module}.{alias.name}"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module == "normedu.grading"
+                for alias in node.names
+            }
+            assert modules, f"{assignment}: a hidden cell that does not use normedu.grading"
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in modules
+                ):
+                    public = importlib.import_module(modules[node.value.id]).__all__
+                    assert node.attr in public, (assignment, node.attr)
+
+
+# --------------------------------------------------------------------------- explaining a miss
+
+
+@pytest.mark.parametrize(
+    ("make", "phrase"),
+    [
+        (lambda e: e * 2.5, "constant factor 2.5"),
+        (lambda e: -e, "sign flipped"),
+        (lambda e: e + np.arange(e.shape[0])[:, None], "offset per row"),
+        (lambda e: e + np.arange(e.shape[1])[None, :], "offset per column"),
+        (lambda e: e * np.arange(1, e.shape[0] + 1)[:, None], "scale per row"),
+        (lambda e: e * np.arange(1, e.shape[1] + 1)[None, :], "scale per column"),
+        (lambda e: e.T.copy(), "axes swapped"),
+        (lambda e: np.where(e > 0.5, np.nan, e), "NaN or inf"),
+        (lambda e: e.astype(np.float16), "dtype float16"),
+    ],
+    ids=["factor", "sign", "row-offset", "col-offset", "row-scale", "col-scale", "transpose",
+         "nan", "dtype"],
+)  # fmt: skip
+def test_describe_difference_names_the_relation(make, phrase):
+    rng = np.random.default_rng(7)
+    expected = (
+        rng.standard_normal((5, 4)) if phrase != "axes swapped" else rng.standard_normal((4, 4))
+    )
+    actual = make(expected)
+    assert phrase in diagnose.describe_difference(actual, expected)
+    with pytest.raises(compare.GradingError, match="How it differs"):
+        diagnose.check_against(actual, expected, "out")
+    # a difference with no simple relation is not described
+    noise = expected + rng.standard_normal(expected.shape)
+    assert diagnose.describe_difference(noise, expected) is None
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrase"),
+    [
+        ("out * gamma[0] + beta", "how you apply γ"),
+        ("out * gamma + 2 * beta", "how you add β"),
+        ("out * gamma**2 + 3 * beta", "the γ/β step is not"),
+    ],
+)
+def test_rerun_with_unit_gamma_and_zero_beta_locates_the_mistake(wrong, phrase):
+    from normedu.grading import layernorm
+
+    src = (
+        "import numpy as np\n"
+        "def layernorm_forward(x, gamma, beta, eps=1e-5):\n"
+        "    mu = x.mean(-1, keepdims=True)\n"
+        "    out = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)\n"
+        f"    return {wrong}\n"
+    )
+    f = _define(src, "layernorm_forward")
+    rng = np.random.default_rng(3)
+    x, gamma, beta = rng.standard_normal((4, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
+    with pytest.raises(compare.GradingError, match=phrase):
+        layernorm.check_forward_on(f, x, gamma, beta)

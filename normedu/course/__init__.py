@@ -7,10 +7,14 @@ Modules, one stage each (import the one you need; nothing here imports torch):
 - :mod:`.collect`   an LMS download -> submitted/<student>/<a>/
 - :mod:`.checks`    corrupt / wrong-assignment / tampered submissions, before anything runs
 - :mod:`.sandbox`   the kernel's sandbox (working copy, rlimits, Landlock)
-- :mod:`.worker`    executes one submission in the sandbox (a subprocess per submission)
+- :mod:`.worker`    executes submissions in the sandbox (long-lived worker processes)
+- :mod:`.pool`      the worker pool of the parent
+- :mod:`.gradebook` scores, forgetting a submission, the gradebook's working copy
+- :mod:`.nbgrader_bridge` nbgrader's preprocessors of this course (replay, feedback tracebacks)
 - :mod:`.autograde` the parallel grading pipeline; nbgrader records the results
 - :mod:`.status`    per-submission verdicts (status column of the export)
 - :mod:`.feedback`  per-student HTML with hidden tests hidden
 - :mod:`.export`    the CSV
-- :mod:`.cohort`    the demo assignment and synthetic cohorts; :mod:`.bench` the benchmark
+- :mod:`.cohort`    the demo assignment and synthetic cohorts
+- :mod:`.grading_bench` the grading benchmark (`normedu grade-bench`)
 """

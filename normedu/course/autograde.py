@@ -20,6 +20,9 @@ The pipeline, per run:
    after the other, while the workers go on executing (a pipeline). It writes a working copy
    of the gradebook that replaces the real one atomically at the end of the run.
 
+Modules: :mod:`.pool` (the workers), :mod:`.gradebook` (scores and the working copy),
+:mod:`.nbgrader_bridge` (nbgrader's preprocessors); this module is the pipeline.
+
 A submission is graded once: a later run skips it unless its file changed (``collect``
 replaced it) or ``force`` is set. Running again is idempotent; late submissions are graded
 alone.
@@ -28,22 +31,27 @@ alone.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import gradebook
 from . import status as st
-from .checks import assignment_mismatch, expected_cells, read_notebook, tampering
+from .checks import (
+    assignment_mismatch,
+    belongs_to,
+    expected_cells,
+    read_notebook,
+    tampering,
+    untouched,
+)
 from .collect import load_collect_record
-from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings
+from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings, student_sort_key
+from .pool import Job, Pool
 from .release import register
 
 #: Defaults for the limits. The memory cap is on the kernel's address space: a one-thread
@@ -78,375 +86,44 @@ class AutogradeReport:
     sandbox: str = ""
 
 
-def _replay_class():
-    import nbformat
-    from nbgrader.preprocessors import NbGraderPreprocessor
-    from traitlets import Unicode
+@dataclass(frozen=True)
+class Limits:
+    """What one submission may use: seconds per cell and in all, the kernel's address space
+    in MiB (0: no cap), and Landlock (``auto``: when available, ``on``: required, ``off``)."""
 
-    class ReplayExecute(NbGraderPreprocessor):
-        """nbgrader's ``Execute`` step, replaced: take the notebook that the sandboxed worker
-        executed for this student (``<executed_root>/<student>/<nb>.ipynb``)."""
+    cell_timeout: float = CELL_TIMEOUT_S
+    wall_timeout: float = WALL_TIMEOUT_S
+    memory_mb: int = MEMORY_MB
+    landlock: str = "auto"
 
-        executed_root = Unicode("").tag(config=True)
-
-        def preprocess(self, nb, resources):
-            meta = resources["nbgrader"]
-            path = Path(self.executed_root) / meta["student"] / f"{meta['notebook']}.ipynb"
-            # The worker's notebook is the one this process sanitized with nbgrader's own
-            # preprocessors (so nbgrader's sanitize step is configured empty here), with the
-            # outputs the kernel produced. The kernel never had access to this file.
-            return nbformat.read(path, as_version=4), resources
-
-    return ReplayExecute
-
-
-def _sanitize(course: Course, nb, assignment: str, notebook: str, student: str):
-    from nbgrader.preprocessors import (
-        CheckCellMetadata,
-        ClearOutput,
-        DeduplicateIds,
-        OverwriteCells,
-        OverwriteKernelspec,
-    )
-
-    config = course.nbgrader_config()
-    resources = {
-        "nbgrader": {
-            "notebook": notebook,
-            "assignment": assignment,
-            "student": student,
-            "db_url": course.db_url,
-        }
-    }
-    for cls in (
-        ClearOutput,
-        DeduplicateIds,
-        OverwriteKernelspec,
-        OverwriteCells,
-        CheckCellMetadata,
-    ):
-        nb, resources = cls(config=config).preprocess(nb, resources)
-    return nb
-
-
-def _other_assignments(course: Course, assignment: str) -> dict[str, set[str]]:
-    from nbgrader.api import Gradebook
-
-    out = {}
-    with Gradebook(course.db_url) as gb:
-        for a in gb.assignments:
-            if a.name != assignment:
-                out[a.name] = {c.name for nb in a.notebooks for c in nb.source_cells}
-    return out
-
-
-def _forget(course: Course, assignment: str, student: str) -> None:
-    """Remove an earlier grade of ``student`` (their new file cannot be graded)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(course.db_url) as gb:
-        try:
-            gb.remove_submission(assignment, student)
-        except MissingEntry:
-            pass
-    shutil.rmtree(course.autograded_dir(student, assignment), ignore_errors=True)
-    shutil.rmtree(course.feedback_dir(student, assignment), ignore_errors=True)
+    def __post_init__(self):
+        if self.landlock not in ("auto", "on", "off"):
+            raise ValueError(f"landlock must be 'auto', 'on' or 'off', got {self.landlock!r}")
+        if self.cell_timeout <= 0 or self.wall_timeout <= 0:
+            raise ValueError(
+                f"timeouts must be positive, got cell_timeout={self.cell_timeout} "
+                f"wall_timeout={self.wall_timeout}"
+            )
 
 
 @dataclass
-class _Job:
-    student: str
-    dir: Path
-    spec: dict
-    tampered: list[str]
-    notes: list[str]
-    sha256: str
+class _Run:
+    """One autograde run: the real course, the working copy it writes, and its settings."""
+
+    real_course: Course
+    course: Course  # the same course with the gradebook's working copy
+    assignment: str
+    notebook: str
+    base: Path  # scratch folder of the run
+    limits: Limits
+    jobs: int
+    force: bool
+    progress: bool
+    report: AutogradeReport
+    t0: float
 
 
-class _Worker:
-    """A long-lived ``normedu.course.worker --serve`` process and its private pipes.
-
-    It holds up to :data:`PREFETCH` jobs: the next one waits in its pipe, so the worker starts
-    it at once even while the parent is busy recording grades.
-    """
-
-    PREFETCH = 2
-
-    def __init__(self, env: dict, logdir: Path, index: int):
-        to_worker_r, self._to_worker = os.pipe()
-        self._from_worker, from_worker_w = os.pipe()
-        self.log_path = logdir / f"worker-{index}.log"
-        command = [sys.executable, "-m", "normedu.course.worker", "--serve"]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [*command, str(to_worker_r), str(from_worker_w)],
-                cwd=logdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(to_worker_r, from_worker_w),
-                start_new_session=True,
-            )
-        os.close(to_worker_r)
-        os.close(from_worker_w)
-        self.jobs: list[_Job] = []
-        self.started = 0.0  # when the job at the head of ``jobs`` started
-        self._buffer = b""
-
-    @property
-    def fd(self) -> int:
-        return self._from_worker
-
-    def send(self, job: _Job) -> None:
-        if not self.jobs:
-            self.started = time.monotonic()
-        self.jobs.append(job)
-        os.write(self._to_worker, (str(job.dir / "job.json") + "\n").encode())
-
-    def receive(self) -> tuple[list[_Job], bool]:
-        """``(finished jobs, worker died)`` after reading what the worker answered."""
-        chunk = os.read(self._from_worker, 4096)
-        if not chunk:
-            done, self.jobs = self.jobs, []
-            return done, True
-        self._buffer += chunk
-        done = []
-        while b"\n" in self._buffer and self.jobs:
-            _, self._buffer = self._buffer.split(b"\n", 1)
-            done.append(self.jobs.pop(0))
-            self.started = time.monotonic()
-        return done, False
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-        for fd in (self._to_worker, self._from_worker):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        # Every job it was sent has been answered, and it kills its kernel and the kernel's
-        # descendants before answering: nothing is left to shut down gracefully.
-        self.kill()
-
-
-class _Pool:
-    """``jobs`` long-lived workers: :meth:`send` a job where there is room, :meth:`poll` for
-    the finished ones, each as ``(job, result)``. A worker that dies or hangs past the backstop
-    yields results with ``worker_failed`` for its jobs and is replaced."""
-
-    def __init__(self, jobs: int, wall: float, logdir: Path, progress: bool, total: int):
-        from tqdm.std import tqdm  # plain text bar: also readable in logs and static pages
-
-        env = dict(os.environ)
-        pkg_parent = str(Path(__file__).resolve().parents[2])
-        extra = env.get("PYTHONPATH")
-        env["PYTHONPATH"] = pkg_parent + (os.pathsep + extra if extra else "")
-        env["PYTHONHASHSEED"] = "0"
-        env["JUPYTER_RUNTIME_DIR"] = str(logdir / "runtime")
-        self._env, self._logdir, self._wall = env, logdir, wall
-        self._spawned = 0
-        self.workers = [self._spawn() for _ in range(jobs)]
-        self.bar = tqdm(
-            total=total, desc="autograde", unit="sub", disable=not progress, file=sys.stderr
-        )
-
-    def _spawn(self) -> _Worker:
-        self._spawned += 1
-        return _Worker(self._env, self._logdir, self._spawned)
-
-    def room(self) -> _Worker | None:
-        """The least loaded worker with room for a job (a dead idle one is replaced)."""
-        for i, worker in enumerate(self.workers):
-            if not worker.jobs and worker.proc.poll() is not None:
-                worker.kill()
-                self.workers[i] = self._spawn()
-        worker = min(self.workers, key=lambda w: len(w.jobs))
-        return worker if len(worker.jobs) < _Worker.PREFETCH else None
-
-    def busy(self) -> bool:
-        return any(w.jobs for w in self.workers)
-
-    def send(self, job: _Job) -> None:
-        (job.dir / "job.json").write_text(json.dumps(job.spec))
-        worker = self.room()
-        if worker is None:
-            raise RuntimeError("send() needs a worker with room")
-        worker.send(job)
-
-    def poll(self, timeout: float) -> list[tuple[_Job, dict]]:
-        import select
-
-        busy = [w for w in self.workers if w.jobs]
-        if not busy:
-            return []
-        ready, _, _ = select.select([w.fd for w in busy], [], [], timeout)
-        done = []
-        for worker in busy:
-            if worker.fd in ready:
-                finished, died = worker.receive()
-                done += [self._result(worker, job, backstop=False) for job in finished]
-            elif time.monotonic() - worker.started > self._wall + 60:
-                # The worker enforces the wall clock itself; this is the backstop if it hangs.
-                jobs, worker.jobs = worker.jobs, []
-                worker.kill()
-                done += [self._result(worker, job, backstop=True) for job in jobs]
-        return done
-
-    def _result(self, worker: _Worker, job: _Job, backstop: bool) -> tuple[_Job, dict]:
-        self.bar.update(1)
-        result_file = Path(job.spec["result"])
-        if result_file.exists() and not backstop:
-            return job, json.loads(result_file.read_text())
-        return job, {
-            "worker_failed": True,
-            "timed_out": backstop,
-            "reason": "the grading worker was stopped after the time limit"
-            if backstop
-            else f"the grading worker failed (exit {worker.proc.poll()})",
-            "log": worker.log_path.read_text(errors="replace")[-2000:],
-        }
-
-    def close(self) -> None:
-        for worker in self.workers:
-            worker.close()
-        self.bar.close()
-
-
-def _record_with_nbgrader(
-    course: Course, assignment: str, students: list[str], executed_root: Path
-):
-    """nbgrader autograde of ``students`` only, with the worker outputs replayed."""
-    from nbconvert.preprocessors import ClearMetadataPreprocessor
-    from nbgrader.converters import Autograde
-    from nbgrader.preprocessors import (
-        AssignLatePenalties,
-        CheckCellMetadata,
-        IgnorePattern,
-        LimitOutput,
-        SaveAutoGrades,
-    )
-    from nbgrader.utils import capture_log, temp_attrs
-
-    everyone = set(course.students(assignment))
-    exclude = ",".join(sorted(everyone - set(students)))
-    api = course.api(
-        Autograde={
-            "sanitize_preprocessors": [],
-            "autograde_preprocessors": [
-                _replay_class(),
-                IgnorePattern,
-                ClearMetadataPreprocessor,
-                LimitOutput,
-                SaveAutoGrades,
-                AssignLatePenalties,
-                CheckCellMetadata,
-            ],
-        },
-        ReplayExecute={"executed_root": str(executed_root)},
-    )
-    with temp_attrs(
-        api.coursedir, assignment_id=assignment, student_id="*", student_id_exclude=exclude
-    ):
-        app = Autograde(coursedir=api.coursedir, parent=api)
-        app.force = True
-        app.create_student = True
-        return capture_log(app)
-
-
-def _scores(course: Course, assignment: str, student: str) -> list[tuple[str, float, float]] | None:
-    """``[(grade_id, score, max_score)]`` of a recorded submission, None if there is none."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(course.db_url) as gb:
-        try:
-            sub = gb.find_submission(assignment, student)
-        except MissingEntry:
-            return None
-        rows = []
-        for nb in sub.notebooks:
-            for grade in nb.grades:
-                rows.append((grade.name, float(grade.score or 0.0), float(grade.max_score)))
-        return rows
-
-
-def _lock(course: Course):
-    """An exclusive lock on the course's grading state; ValueError if another run holds it."""
-    import fcntl
-
-    path = course.root / ".normedu" / "grading.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "w")  # noqa: SIM115 - held for the whole run
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise ValueError(f"another normedu autograde is running on {course.root}") from None
-    return handle
-
-
-def _fast_sqlite(path: Path):
-    """Turn off per-commit fsync for connections to ``path`` (the run's working copy only).
-    Returns a function that undoes it."""
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
-
-    target = str(path.resolve())
-
-    def _pragma(dbapi_connection, _record):
-        rows = dbapi_connection.execute("PRAGMA database_list").fetchall()
-        if any(row[2] and str(Path(row[2]).resolve()) == target for row in rows):
-            dbapi_connection.execute("PRAGMA synchronous=OFF")
-
-    event.listen(Engine, "connect", _pragma)
-    return lambda: event.remove(Engine, "connect", _pragma)
-
-
-def _share_engines():
-    """Make nbgrader reuse one SQLAlchemy engine per database URL during the run.
-
-    nbgrader opens the gradebook (``Gradebook(db_url)``) a dozen times per submission, each
-    time with a new engine, so every query is compiled again: most of the parent's time per
-    submission. A shared engine keeps SQLAlchemy's compiled-statement cache. Returns a function
-    that restores nbgrader's own ``create_engine``.
-    """
-    import nbgrader.api
-
-    original = nbgrader.api.create_engine
-    engines: dict[str, object] = {}
-
-    def create_engine(url, *args, **kwargs):
-        key = str(url)
-        if key not in engines:
-            engines[key] = original(url, *args, **kwargs)
-        return engines[key]
-
-    nbgrader.api.create_engine = create_engine
-
-    def restore() -> None:
-        nbgrader.api.create_engine = original
-        for engine in engines.values():
-            engine.dispose()
-
-    return restore
-
-
-def _install(work_db: Path, real_db: Path) -> None:
-    """Replace ``real_db`` by ``work_db`` atomically (copy beside it, fsync, rename)."""
-    tmp = real_db.with_name(real_db.name + ".new")
-    shutil.copyfile(work_db, tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, real_db)
-
-
-def _verdict(course: Course, assignment: str, job: _Job, result: dict, report) -> st.Verdict:
+def _verdict(course: Course, assignment: str, job: Job, result: dict, report) -> st.Verdict:
     notes = list(job.notes) + list(job.tampered)
     if result.get("reason"):
         notes.append(result["reason"])
@@ -456,9 +133,9 @@ def _verdict(course: Course, assignment: str, job: _Job, result: dict, report) -
     scores = None
     if result.get("worker_failed"):
         report.errors.append(f"{job.student}: {result['reason']}\n{result.get('log', '')}")
-        _forget(course, assignment, job.student)
+        gradebook.forget(course, assignment, job.student)
     else:
-        scores = _scores(course, assignment, job.student)
+        scores = gradebook.scores(course, assignment, job.student)
     if result.get("timed_out"):
         status = st.TIMED_OUT
     elif scores is None:
@@ -468,7 +145,9 @@ def _verdict(course: Course, assignment: str, job: _Job, result: dict, report) -
             report.errors.append(f"{job.student}: not recorded by nbgrader")
     else:
         failed = [g for g, s, m in scores if s < m]
-        status = st.FAILED if failed else st.GRADED
+        status = st.FAILED if failed else st.PASSED
+        if failed and job.untouched and not result.get("timed_out"):
+            status = st.NOT_ATTEMPTED
         if failed:
             notes.append("failed: " + ", ".join(failed))
     return st.Verdict(
@@ -512,10 +191,7 @@ def autograde(
     per cell / per submission; ``memory_mb``: the kernel's address-space cap (0: none);
     ``landlock``: ``auto`` (use it when available), ``on`` (required) or ``off``.
     """
-    if landlock not in ("auto", "on", "off"):
-        raise ValueError(f"landlock must be 'auto', 'on' or 'off', got {landlock!r}")
-    if cell_timeout <= 0 or wall_timeout <= 0:
-        raise ValueError(f"timeouts must be positive, got {cell_timeout=} {wall_timeout=}")
+    limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock)
     jobs = jobs or os.cpu_count() or 1
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
@@ -536,132 +212,131 @@ def autograde(
             raise ValueError(f"no submission of {assignment!r} for {unknown}")
         everyone = [s for s in everyone if s in set(students)]
     register(course, assignment)
-    lock = _lock(course)
+    lock = gradebook.lock(course)
     # nbgrader writes a working copy of the gradebook (without fsync after every row: about
     # 400 commits per 12 submissions); it replaces the real one, atomically, at the end. A run
     # that crashes leaves the real gradebook as it was.
     base = Path(tempfile.mkdtemp(prefix="normedu-grade-"))
-    real_course, course = course, replace(course, db_file=base / "gradebook.db")
-    shutil.copy2(real_course.db_path, course.db_path)
-    undo_fast_sqlite = _fast_sqlite(course.db_path)
-    undo_shared_engines = _share_engines()
+    work = replace(course, db_file=base / "gradebook.db")
     report = AutogradeReport(assignment, jobs=jobs, sandbox=sandbox_description(landlock))
+    run = _Run(course, work, assignment, notebook, base, limits, jobs, force, progress, report, t0)
     try:
-        return _grade(
-            real_course, course, assignment, notebook, everyone, report, base,
-            force=force, jobs=jobs, cell_timeout=cell_timeout, wall_timeout=wall_timeout,
-            memory_mb=memory_mb, landlock=landlock, progress=progress, t0=t0,
-        )  # fmt: skip
+        with gradebook.working_copy(course.db_path, work.db_path):
+            return _grade(run, everyone)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-        undo_shared_engines()
-        undo_fast_sqlite()
         lock.close()
 
 
-def _grade(
-    real_course: Course,
-    course: Course,
-    assignment: str,
-    notebook: str,
-    everyone: list[str],
-    report: AutogradeReport,
-    base: Path,
-    *,
-    force: bool,
-    jobs: int,
-    cell_timeout: float,
-    wall_timeout: float,
-    memory_mb: int,
-    landlock: str,
-    progress: bool,
-    t0: float,
-) -> AutogradeReport:
-    """The body of :func:`autograde`, on the working-copy ``course`` (see there)."""
-    import nbformat
-
-    expected = expected_cells(course.db_url, assignment, notebook)
-    others = _other_assignments(course, assignment)
-    collected = load_collect_record(course, assignment)
-
-    executed_root = base / "executed"
-    threads = max(1, (os.cpu_count() or 1) // jobs)
-
+def _queue(run: _Run, everyone: list[str]) -> list[tuple[str, Path, str]]:
+    """``(student, file, sha256)`` of every submission to grade (new, changed or forced)."""
     queue = []
     for student in everyone:
-        path = course.submitted_dir(student, assignment) / f"{notebook}.ipynb"
+        path = run.course.submitted_dir(student, run.assignment) / f"{run.notebook}.ipynb"
         sha = hashlib.sha256(path.read_bytes() if path.exists() else b"").hexdigest()
-        previous = st.load(course, assignment, student)
-        if previous and previous.sha256 == sha and not force:
-            report.skipped.append(student)
+        previous = st.load(run.course, run.assignment, student)
+        if previous and previous.sha256 == sha and not run.force:
+            run.report.skipped.append(student)
         else:
             queue.append((student, path, sha))
+    return queue
 
-    def prepare(student: str, path: Path, sha: str) -> _Job | None:
+
+class _Stages:
+    """The parent's two stages of the pipeline: :meth:`prepare` (check and sanitize one
+    submission) and :meth:`record` (nbgrader records a batch, then each gets its verdict)."""
+
+    def __init__(self, run: _Run):
+        self.run = run
+        course, assignment, notebook = run.course, run.assignment, run.notebook
+        self.expected = expected_cells(course.db_url, assignment, notebook)
+        self.others = gradebook.other_assignments(course, assignment)
+        self.collected = load_collect_record(course, assignment)
+        self.executed_root = run.base / "executed"
+        self.threads = max(1, (os.cpu_count() or 1) // run.jobs)
+
+    def prepare(self, student: str, path: Path, sha: str) -> Job | None:
         """Check and sanitize one submission: a job to run, or None (verdict recorded)."""
-        notes = list(collected.get(student, {}).get("notes", []))
+        import nbformat
+
+        from .nbgrader_bridge import sanitize
+
+        run, course, notebook = self.run, self.run.course, self.run.notebook
+        notes = list(self.collected.get(student, {}).get("notes", []))
+        status = st.UNGRADABLE
         if not path.exists():
             nb, problem = None, f"no {notebook}.ipynb in the submission"
         else:
             nb, problem = read_notebook(path)
             if nb is not None:
-                problem = assignment_mismatch(nb, expected, others)
+                problem = assignment_mismatch(nb, self.expected, self.others)
+                if problem:
+                    status = st.wrong_assignment(belongs_to(nb, self.others))
         if not problem:
-            tampered = tampering(nb, expected)
+            tampered = tampering(nb, self.expected)
             try:
-                clean = _sanitize(course, nb, assignment, notebook, student)
+                clean = sanitize(course, nb, run.assignment, notebook, student)
             except Exception as exc:  # nbgrader rejects malformed nbgrader metadata
                 problem = f"nbgrader could not read its cells: {str(exc).splitlines()[0][:160]}"
         if problem:
-            _forget(course, assignment, student)
-            report.verdicts[student] = st.Verdict(
-                student, assignment, st.UNGRADABLE, notes=[*notes, problem], sha256=sha
+            gradebook.forget(course, run.assignment, student)
+            run.report.verdicts[student] = st.Verdict(
+                student, run.assignment, status, tampered=None, notes=[*notes, problem], sha256=sha
             )
             return None
-        job_dir = base / f"job-{uuid.uuid4().hex[:12]}"
+        job_dir = run.base / f"job-{uuid.uuid4().hex[:12]}"
         job_dir.mkdir()
-        (executed_root / student).mkdir(parents=True)
+        (self.executed_root / student).mkdir(parents=True)
         sanitized = job_dir / f"{notebook}.ipynb"
         nbformat.write(clean, sanitized)
         spec = {
             "notebook": str(sanitized),
-            "executed": str(executed_root / student / f"{notebook}.ipynb"),
+            "executed": str(self.executed_root / student / f"{notebook}.ipynb"),
             "result": str(job_dir / "result.json"),
             "workdir": tempfile.mkdtemp(prefix="normedu-kernel-"),
-            "cell_timeout": cell_timeout,
-            "wall_timeout": wall_timeout,
-            "memory_mb": memory_mb,
-            "threads": threads,
-            "landlock": landlock,
+            "cell_timeout": run.limits.cell_timeout,
+            "wall_timeout": run.limits.wall_timeout,
+            "memory_mb": run.limits.memory_mb,
+            "threads": self.threads,
+            "landlock": run.limits.landlock,
         }
-        return _Job(student, job_dir, spec, tampered, notes, sha)
+        return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected))
 
-    def record(batch: list[tuple[_Job, dict]]) -> None:
+    def record(self, batch: list[tuple[Job, dict]]) -> None:
         """Let nbgrader record a batch of executed submissions, then give each its verdict."""
+        from .nbgrader_bridge import record
+
+        run, report = self.run, self.run.report
         t_record = time.perf_counter()
         for job, _ in batch:
             shutil.rmtree(job.spec["workdir"], ignore_errors=True)
         runnable = [job.student for job, result in batch if not result.get("worker_failed")]
         if runnable:
-            outcome = _record_with_nbgrader(course, assignment, runnable, executed_root)
+            outcome = record(run.course, run.assignment, runnable, self.executed_root)
             if not outcome.get("success"):
                 log = outcome.get("log", "")[-4000:]
                 report.errors.append(f"nbgrader autograde reported errors:\n{log}")
         for job, result in batch:
-            report.verdicts[job.student] = _verdict(course, assignment, job, result, report)
+            report.verdicts[job.student] = _verdict(run.course, run.assignment, job, result, report)
         report.record_seconds += time.perf_counter() - t_record
 
+
+def _grade(run: _Run, everyone: list[str]) -> AutogradeReport:
+    """The body of :func:`autograde`, on the working copy of the gradebook (see there)."""
+    report = run.report
+    queue = _queue(run, everyone)
+    stages = _Stages(run)
     # A pipeline: the parent prepares the next submission and records finished ones while the
     # workers execute; the gradebook is only ever written here, one batch after the other.
     pool = None
     try:
         if queue:
-            pool = _Pool(jobs, wall_timeout, base, progress, total=len(queue))
-        finished: list[tuple[_Job, dict]] = []
+            pool = Pool(run.jobs, run.limits.wall_timeout, run.base, run.progress, len(queue))
+        finished: list[tuple[Job, dict]] = []
         while queue or (pool and pool.busy()) or finished:
             while queue and pool.room() is not None:
                 t_prep = time.perf_counter()
-                job = prepare(*queue.pop(0))
+                job = stages.prepare(*queue.pop(0))
                 report.prepare_seconds += time.perf_counter() - t_prep
                 if job is not None:
                     pool.send(job)
@@ -671,14 +346,14 @@ def _grade(
             finished += pool.poll(0.02 if finished else 0.5)
             report.execute_seconds += time.perf_counter() - t_exec
             if finished:
-                record(finished)
+                stages.record(finished)
                 finished = []
-        _install(course.db_path, real_course.db_path)
+        gradebook.install(run.course.db_path, run.real_course.db_path)
         for verdict in report.verdicts.values():
-            st.save(real_course, verdict)
+            st.save(run.real_course, verdict)
     finally:
         if pool is not None:
             pool.close()
-    report.graded = sorted(report.verdicts)
-    report.seconds = time.perf_counter() - t0
+    report.graded = sorted(report.verdicts, key=student_sort_key)
+    report.seconds = time.perf_counter() - run.t0
     return report

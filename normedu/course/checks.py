@@ -126,6 +126,27 @@ def assignment_mismatch(nb, expected: list[SourceCell], others: dict[str, set[st
     return "none of this assignment's cells are in the notebook (a notebook of another assignment?)"
 
 
+def belongs_to(nb, others: dict[str, set[str]]) -> str | None:
+    """The other assignment whose nbgrader cells ``nb`` holds (None: none known)."""
+    ids = grade_ids(nb)
+    matches = sorted(a for a, theirs in others.items() if ids & theirs)
+    return matches[0] if matches else None
+
+
+def untouched(nb, expected: list[SourceCell]) -> bool:
+    """True when every answer (solution) code cell of ``nb`` is still as handed out."""
+    by_id = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if isinstance(meta, dict) and meta.get("grade_id"):
+            by_id.setdefault(str(meta["grade_id"]), cell)
+    answers = [c for c in expected if c.is_solution and c.cell_type == "code"]
+    return bool(answers) and all(
+        c.grade_id in by_id and _normal(by_id[c.grade_id].source) == _normal(c.source)
+        for c in answers
+    )
+
+
 def tampering(nb, expected: list[SourceCell]) -> list[str]:
     """Deleted or edited read-only test cells of ``nb``, one sentence each (empty: none)."""
     by_id = {}

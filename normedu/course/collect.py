@@ -6,7 +6,13 @@ folders``), or any naming captured by a regular expression with a ``student`` gr
 (``--pattern``). Every file is copied byte for byte (nothing is lost, even a corrupt file) to
 ``submitted/<student>/<a>/<a>.ipynb`` with a ``timestamp.txt``; whether it can be graded is
 decided by ``autograde``. Problems found here (a wrong file name, several files for one
-student) are recorded per student and reach the CSV export.
+student) are recorded per student and reach the CSV export, with each submission's original
+file name and the time it was collected.
+
+Two DIFFERENT hand-ins that map to one student id (``Jane Doe.ipynb`` and ``Jane_Doe.ipynb``)
+are never merged: ``collect`` refuses, naming both files, until the instructor passes a
+mapping (``--map FILE``: CSV lines ``file,student``). Several files of one name (re-uploads
+in a student's folder) are not a collision: the newest is graded and the note says so.
 
 Collecting again is safe: an unchanged file is left alone; a changed one replaces the old
 submission and marks it for re-grading; a new student is added.
@@ -41,6 +47,8 @@ class Collected:
     action: str
     sha256: str
     notes: list[str] = field(default_factory=list)
+    #: when ``collect`` placed this file (UTC, ISO 8601)
+    collected: str = ""
 
 
 def student_id(raw: str) -> str:
@@ -71,6 +79,14 @@ def identify(rel: str, assignment: str, layout: str, pattern: str | None) -> tup
 
     Notes flag a wrong name; the file is still collected, under the expected name.
     """
+    raw, notes = _raw_identity(rel, assignment, layout, pattern)
+    return student_id(raw), notes
+
+
+def _raw_identity(
+    rel: str, assignment: str, layout: str, pattern: str | None
+) -> tuple[str, list[str]]:
+    """``(the student's name as handed in, notes)``: before :func:`student_id`."""
     notes = []
     name = rel.rsplit("/", 1)[-1]
     expected = f"{assignment}.ipynb"
@@ -95,7 +111,23 @@ def identify(rel: str, assignment: str, layout: str, pattern: str | None) -> tup
             notes.append(f"handed in as {name!r}, expected '<student>.ipynb'")
     else:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    return student_id(raw), notes
+    return raw, notes
+
+
+def read_mapping(path: str | Path) -> dict[str, str]:
+    """``{file: student}`` from a CSV file of lines ``file,student`` (a header line
+    ``file,student`` is allowed); ``file`` is the path in the inbox or the file name."""
+    import csv
+
+    mapping = {}
+    with open(path, newline="") as handle:
+        for row in csv.reader(handle):
+            if not row or row[0].startswith("#") or [c.strip() for c in row] == ["file", "student"]:
+                continue
+            if len(row) != 2:
+                raise ValueError(f"{path}: expected lines 'file,student', got {row!r}")
+            mapping[row[0].strip()] = student_id(row[1])
+    return mapping
 
 
 def collect_record_path(course: Course, assignment: str) -> Path:
@@ -114,12 +146,18 @@ def collect(
     *,
     layout: str = "flat",
     pattern: str | None = None,
+    mapping: dict[str, str] | None = None,
 ) -> tuple[list[Collected], list[str]]:
     """Place every file of ``inbox`` as a submission of ``assignment``.
 
+    ``mapping``: ``{file: student}`` for files whose student the instructor names (the path in
+    the inbox or the file name); it settles two hand-ins that map to one student id.
+
     Returns ``(collected, unplaced)``: one :class:`Collected` per student, and one message per
-    file that could not be attributed to a student.
+    file that could not be attributed to a student. Raises ValueError, and places nothing,
+    when two different hand-ins map to one student id without a mapping.
     """
+    mapping = dict(mapping or {})
     notebooks = course.notebooks(assignment)
     if len(notebooks) != 1:
         raise ValueError(
@@ -130,15 +168,35 @@ def collect(
     if not inbox.is_dir():
         raise ValueError(f"inbox {str(inbox)!r} is not a folder")
     by_student: dict[str, list[tuple[Path, list[str]]]] = {}
+    raws: dict[str, dict[str, Path]] = {}  # student id -> {name as handed in: a file}
     unplaced = []
     for path in _candidates(inbox):
         rel = path.relative_to(inbox).as_posix()
+        named = mapping.get(rel) or mapping.get(path.name)
         try:
-            student, notes = identify(rel, notebook, layout, pattern)
+            raw, notes = _raw_identity(rel, notebook, layout, pattern)
+            student = named or student_id(raw)
         except ValueError as exc:
-            unplaced.append(str(exc))
-            continue
+            if not named:
+                unplaced.append(str(exc))
+                continue
+            student, notes = named, []
         by_student.setdefault(student, []).append((path, notes))
+        raws.setdefault(student, {}).setdefault(named and f"map:{named}" or raw, path)
+    clashes = [
+        f"{' and '.join(repr(p.relative_to(inbox).as_posix()) for p in found.values())} "
+        f"all map to student id {student!r}"
+        for student, found in sorted(raws.items())
+        if len(found) > 1
+    ]
+    if clashes:
+        raise ValueError(
+            "hand-ins of different students would be merged: "
+            + "; ".join(clashes)
+            + ". Nothing was collected. Say who is who with a mapping (--map FILE, CSV lines "
+            "'file,student') and collect again."
+        )
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
     record = load_collect_record(course, assignment)
     results = []
@@ -163,9 +221,12 @@ def collect(
             shutil.copyfile(path, dest)
             stamp = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc)
             (dest_dir / "timestamp.txt").write_text(stamp.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+        collected = now
         if action == "unchanged" and student in record:
             notes = record[student]["notes"]
-        item = Collected(student, str(path.relative_to(inbox)), action, digest, notes)
+            collected = record[student].get("collected") or now
+        source = path.relative_to(inbox).as_posix()
+        item = Collected(student, source, action, digest, notes, collected)
         record[student] = {k: v for k, v in asdict(item).items() if k != "action"}
         results.append(item)
 

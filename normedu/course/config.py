@@ -10,12 +10,18 @@ Layout (nbgrader's, with this course's names)::
       autograded/<student>/<a>/...       written by nbgrader during `autograde`
       feedback/<student>/<a>/<a>.html    written by `feedback`
       .normedu/status/<a>/<student>.json normedu's per-submission verdict (status, tampering, notes)
+      .normedu/exchange/                 nbgrader's exchange (Formgrader checks that it exists)
+
+:meth:`Course.nbgrader_config` is the ONE nbgrader configuration of the course: the root
+``nbgrader_config.py`` loads it (:func:`configure`), so stock ``nbgrader`` commands, Formgrader,
+the ``normedu`` commands and the tests all run with the same settings.
 
 The functions here never import torch: the grading pipeline stays light.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,16 +45,11 @@ class Course:
 
     @classmethod
     def at(cls, root: str | os.PathLike | None = None) -> Course:
-        """The course rooted at ``root``; by default the nearest folder, from the current
-        directory upwards, that holds an ``nbgrader_config.py`` (else the current directory)."""
+        """The course rooted at ``root``: explicitly given (``normedu --root``), else
+        ``$NORMEDU_COURSE_ROOT``, else the current directory. Nothing is searched for: run
+        the commands from the course root, as nbgrader itself expects."""
         if root is None:
-            here = Path.cwd().resolve()
-            for folder in (here, *here.parents):
-                if (folder / "nbgrader_config.py").is_file():
-                    root = folder
-                    break
-            else:
-                root = here
+            root = os.environ.get("NORMEDU_COURSE_ROOT") or Path.cwd()
         root = Path(root).resolve()
         if not root.is_dir():
             raise ValueError(f"course root {str(root)!r} is not a directory")
@@ -78,6 +79,12 @@ class Course:
     def feedback_dir(self, student: str, assignment: str) -> Path:
         return self.root / self.feedback / student / assignment
 
+    @property
+    def exchange_dir(self) -> Path:
+        """nbgrader's exchange, inside the course (this course hands out files from
+        ``exercises/``; the exchange only has to exist so that Formgrader works)."""
+        return self.root / ".normedu" / "exchange"
+
     def status_dir(self, assignment: str) -> Path:
         return self.root / ".normedu" / "status" / assignment
 
@@ -106,12 +113,14 @@ class Course:
         top = self.root / self.submitted
         if not top.is_dir():
             return []
-        return sorted(p.name for p in top.iterdir() if (p / assignment).is_dir())
+        return sorted(
+            (p.name for p in top.iterdir() if (p / assignment).is_dir()), key=student_sort_key
+        )
 
     # -- nbgrader ----------------------------------------------------------------------------
     def nbgrader_config(self, **sections: dict) -> Config:
-        """nbgrader's configuration for this course, built here rather than read from
-        ``nbgrader_config.py`` so that commands behave the same from any working directory.
+        """nbgrader's configuration for this course: the one source of truth, loaded by the
+        root ``nbgrader_config.py`` and used by every ``normedu`` command and test.
 
         ``sections`` add or override entries, e.g. ``Execute={"timeout": 10}``.
         """
@@ -124,9 +133,19 @@ class Course:
         c.CourseDirectory.autograded_directory = self.autograded
         c.CourseDirectory.feedback_directory = self.feedback
         c.CourseDirectory.db_url = self.db_url
-        c.Exchange.root = str(self.root / "_build" / "exchange")
+        # Inside the course, created here: Formgrader warns when the exchange is missing.
+        with contextlib.suppress(OSError):
+            self.exchange_dir.mkdir(parents=True, exist_ok=True)
+        c.Exchange.root = str(self.exchange_dir)
         # A deleted test cell must be put back and run, not silently scored 0.
         c.OverwriteCells.add_missing_cells = True
+        # Kernels over Unix sockets: no TCP port races between parallel kernels and no
+        # "running over TCP without encryption" warning per kernel.
+        c.KernelManager.transport = "ipc"
+        c.KernelManager.ip = kernel_socket_prefix(self.root)
+        # Feedback never shows hidden tests, nor tracebacks through the grading code: the
+        # first step shortens error outputs, ClearHiddenTests removes the hidden regions.
+        c.GenerateFeedback.preprocessors = list(FEEDBACK_PREPROCESSORS)
         for section, values in sections.items():
             for key, value in values.items():
                 setattr(c[section], key, value)
@@ -145,6 +164,46 @@ class Course:
         api = NbGraderAPI(coursedir=coursedir, config=config)
         api.log_level = logging.WARNING
         return api
+
+
+#: nbgrader's feedback steps, in order (import paths, so that this module stays light).
+FEEDBACK_PREPROCESSORS = (
+    "nbgrader.preprocessors.GetGrades",
+    "normedu.course.nbgrader_bridge.StudentTracebacks",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+)
+
+
+def kernel_socket_prefix(root: Path) -> str:
+    """Absolute prefix of the Unix sockets of nbgrader's kernels for the course at ``root``.
+
+    jupyter_client's default (``kernel-ipc``) is relative, and nbgrader's kernels start in the
+    notebook's folder while the client stays in the course root: they would not meet. The
+    prefix is short (a socket path must stay under 108 bytes) and per course; nbgrader runs
+    one kernel at a time, so its kernels do not share sockets.
+    """
+    import hashlib
+
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    tag = hashlib.sha256(str(root).encode()).hexdigest()[:10]
+    folder = Path(jupyter_runtime_dir())
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+    return str(folder / f"normedu-{tag}")
+
+
+def student_sort_key(student: str) -> tuple[str, str]:
+    """Students sort case-insensitively (``alice`` before ``Frank_Miller``), ties by case."""
+    return (student.casefold(), student)
+
+
+def configure(c: Config, root: str | os.PathLike) -> None:
+    """Fill nbgrader's config object ``c`` (the ``get_config()`` of ``nbgrader_config.py``)
+    with the course at ``root``; see :meth:`Course.nbgrader_config`."""
+    ensure_tools_on_path()
+    c.merge(Course.at(root).nbgrader_config())
 
 
 def ensure_tools_on_path() -> None:

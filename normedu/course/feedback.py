@@ -1,38 +1,70 @@
 """``normedu feedback``: one HTML page per student, hidden tests kept hidden.
 
-nbgrader's ``generate_feedback`` renders each autograded notebook. Two preprocessors are added
-in front of its defaults: :class:`HideHiddenTracebacks` shortens the error of a cell that
-holds hidden tests to ``ename: evalue`` (a traceback quotes the failing source line, which
-would reveal the hidden test), then nbgrader's ``ClearHiddenTests`` removes the hidden
-regions from the shown source. Every page then gets a banner with the submission's status and
+nbgrader's ``generate_feedback`` renders each autograded notebook with the course
+configuration's feedback steps (:data:`normedu.course.config.FEEDBACK_PREPROCESSORS`):
+:class:`~normedu.course.nbgrader_bridge.StudentTracebacks` removes the frames inside the
+grading code (and the grading machine's paths) and shortens the error of a cell that holds
+hidden tests to ``ename: evalue`` (a traceback quotes the failing source line, which would
+reveal the hidden test), then nbgrader's ``ClearHiddenTests`` removes the hidden regions from
+the shown source. Every page then gets a banner with the submission's status and
 notes; a submission that could not be graded gets a page that says why.
 """
 
 from __future__ import annotations
 
 import html
+import re
+import shutil
 from pathlib import Path
 
 from . import status as st
+from .checks import expected_cells
 from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings
 
-_BEGIN = "### BEGIN HIDDEN TESTS"
+_MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
+_TOC_ENTRY = re.compile(r'<a href="#(?P<id>[^"]+)">Test cell</a>')
+#: Where the feedback pages find MathJax: one copy beside the students' folders.
+MATHJAX_DIR = "_mathjax"
 
 
-def _hide_class():
-    from nbgrader.preprocessors import NbGraderPreprocessor
+def _offline_math(text: str, course: Course) -> str:
+    """Load the course's vendored MathJax 3 (``assets/mathjax``, copied once to
+    ``feedback/_mathjax``) instead of nbgrader's CDN MathJax 2, so math renders offline."""
+    vendored = course.root / "assets" / "mathjax"
+    if not (vendored / "tex-mml-chtml.js").is_file():
+        return text  # a course without the vendored copy keeps nbgrader's CDN link
+    target = course.root / course.feedback / MATHJAX_DIR
+    if not (target / "tex-mml-chtml.js").is_file():
+        shutil.copytree(vendored, target, dirs_exist_ok=True)
+    # feedback/<student>/<assignment>/<notebook>.html -> feedback/_mathjax/
+    script = (
+        "<script>window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], "
+        "processEscapes: true}};</script>\n"
+        f'<script defer src="../../{MATHJAX_DIR}/tex-mml-chtml.js"></script>'
+    )
+    return _MATHJAX_BLOCK.sub(lambda _: script, text, count=1)
 
-    class HideHiddenTracebacks(NbGraderPreprocessor):
-        """In cells with hidden tests, reduce error outputs to ``ename: evalue``."""
 
-        def preprocess_cell(self, cell, resources, index):
-            if cell.cell_type == "code" and _BEGIN in cell.source:
-                for output in cell.get("outputs", []):
-                    if output.output_type == "error":
-                        output.traceback = [f"{output.ename}: {output.evalue}".rstrip(": ")]
-            return cell, resources
+def _test_labels(course: Course, assignment: str, notebook: str) -> dict[str, str]:
+    """``{grade_id: "grade_id: what it tests"}`` from each test cell's first comment line."""
+    labels = {}
+    for cell in expected_cells(course.db_url, assignment, notebook):
+        if not cell.is_test:
+            continue
+        first = next(iter(cell.source.strip().splitlines()), "")
+        what = first.lstrip("#").strip() if first.lstrip().startswith("#") else ""
+        labels[cell.grade_id] = f"{cell.grade_id}: {what}" if what else cell.grade_id
+    return labels
 
-    return HideHiddenTracebacks
+
+def _name_tests(text: str, labels: dict[str, str]) -> str:
+    """nbgrader's table of contents calls every test "Test cell": name each one."""
+
+    def label(match: re.Match) -> str:
+        gid = match.group("id")
+        return f'<a href="#{gid}">{html.escape(labels.get(gid, gid))}</a>'
+
+    return _TOC_ENTRY.sub(label, text)
 
 
 def _banner(verdict: st.Verdict) -> str:
@@ -63,9 +95,7 @@ def _ungradable_page(verdict: st.Verdict, assignment: str) -> str:
 def feedback(course: Course, assignment: str, students: list[str] | None = None) -> dict[str, Path]:
     """Write ``feedback/<student>/<a>/<nb>.html`` for every graded student (or ``students``).
     Returns ``{student: page}``."""
-    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
     from nbgrader.converters import GenerateFeedback
-    from nbgrader.preprocessors import ClearHiddenTests, GetGrades
     from nbgrader.utils import capture_log, temp_attrs
 
     silence_nbgrader_warnings()
@@ -77,21 +107,14 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
         if unknown:
             raise ValueError(f"no graded submission of {assignment!r} for {unknown}")
         verdicts = {s: v for s, v in verdicts.items() if s in set(students)}
-    runnable = sorted(s for s, v in verdicts.items() if v.status != st.UNGRADABLE)
+    runnable = sorted(s for s, v in verdicts.items() if st.kind(v.status) not in st.NOT_RUN)
     pages: dict[str, Path] = {}
+    labels = _test_labels(course, assignment, notebook) if runnable else {}
     if runnable:
         everyone = {p.name for p in (course.root / course.autograded).iterdir() if p.is_dir()}
-        api = course.api(
-            GenerateFeedback={
-                "preprocessors": [
-                    GetGrades,
-                    _hide_class(),
-                    ClearHiddenTests,
-                    CSSHTMLHeaderPreprocessor,
-                ]
-            },
-            HTMLExporter={"template_name": "feedback"},
-        )
+        # The course configuration's feedback steps (hidden tests and grading-code tracebacks
+        # removed): the same as stock `nbgrader generate_feedback` from the course root.
+        api = course.api(HTMLExporter={"template_name": "feedback"})
         exclude = ",".join(sorted(everyone - set(runnable)))
         with temp_attrs(
             api.coursedir, assignment_id=assignment, student_id="*", student_id_exclude=exclude
@@ -105,11 +128,11 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
             )
     for student, verdict in sorted(verdicts.items()):
         page = course.feedback_dir(student, assignment) / f"{notebook}.html"
-        if verdict.status == st.UNGRADABLE:
+        if st.kind(verdict.status) in st.NOT_RUN:
             page.parent.mkdir(parents=True, exist_ok=True)
             page.write_text(_ungradable_page(verdict, assignment))
         elif page.exists():
-            text = page.read_text()
+            text = _name_tests(_offline_math(page.read_text(), course), labels)
             head, sep, tail = text.partition("<body")
             if sep:
                 close = tail.index(">") + 1

@@ -12,25 +12,44 @@ from dataclasses import asdict, dataclass, field
 
 from .config import Course
 
-GRADED = "graded"
+PASSED = "all tests passed"
 FAILED = "failed tests"
+NOT_ATTEMPTED = "not attempted"
 UNGRADABLE = "ungradable (corrupt notebook)"
+#: Followed by the assignment the notebook belongs to: ``wrong assignment (drift)``.
+WRONG_ASSIGNMENT = "wrong assignment"
 TIMED_OUT = "timed out"
 MISSING = "missing"
-#: The status column's values. ``missing``: in the gradebook (e.g. graded on another
-#: assignment) but nothing handed in for this one.
-STATUSES = (GRADED, FAILED, UNGRADABLE, TIMED_OUT, MISSING)
+#: The status column's values (``wrong assignment`` carries the other assignment's name).
+#: ``missing``: in the gradebook (e.g. graded on another assignment) but nothing handed in
+#: for this one. The autograde summary counts "graded" notebooks: a word no status uses.
+STATUSES = (PASSED, FAILED, NOT_ATTEMPTED, UNGRADABLE, WRONG_ASSIGNMENT, TIMED_OUT, MISSING)
+#: Statuses of files whose code was never run: their ``tampered`` column is empty.
+NOT_RUN = (UNGRADABLE, WRONG_ASSIGNMENT, MISSING)
+
+
+def wrong_assignment(other: str | None) -> str:
+    """The status of a notebook of assignment ``other`` (None: of no known assignment)."""
+    return f"{WRONG_ASSIGNMENT} ({other or 'unknown'})"
+
+
+def kind(status: str) -> str:
+    """``status`` without the detail in parentheses of ``wrong assignment (...)``."""
+    return WRONG_ASSIGNMENT if status.startswith(WRONG_ASSIGNMENT + " (") else status
 
 
 @dataclass
 class Verdict:
     """What autograde concluded about one submission.
 
-    - status: one of :data:`STATUSES`: ``graded`` (every test passed), ``failed tests`` (ran to
+    - status: one of :data:`STATUSES`: ``all tests passed``, ``failed tests`` (ran to
       the end, some test failed, including after the student's code killed the kernel),
-      ``ungradable (corrupt notebook)`` (not a notebook of this assignment: nothing ran),
-      ``timed out`` (a cell or the whole submission ran past its time limit).
-    - tampered: test cells were deleted or edited (they were restored before grading).
+      ``not attempted`` (every answer cell as handed out), ``ungradable (corrupt notebook)``
+      (the file is not a readable notebook: nothing ran), ``wrong assignment (<other>)`` (a
+      notebook of another assignment: nothing ran), ``timed out`` (a cell or the whole
+      submission ran past its time limit).
+    - tampered: test cells were deleted or edited (they were restored before grading);
+      meaningless (None in the export: empty) when nothing could be checked.
     - notes: sentences for the instructor and the student.
     - sha256: the graded file's hash: autograde re-grades only when it changes.
     """
@@ -38,14 +57,16 @@ class Verdict:
     student: str
     assignment: str
     status: str
-    tampered: bool = False
+    tampered: bool | None = False
     notes: list[str] = field(default_factory=list)
     sha256: str = ""
     seconds: float = 0.0
     sandbox: str = ""
+    #: manual overrides (:mod:`.adjust`): ``{"test", "old", "new", "reason", "date"}`` each
+    adjustments: list[dict] = field(default_factory=list)
 
     def __post_init__(self):
-        if self.status not in STATUSES:
+        if kind(self.status) not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
 
 

@@ -21,6 +21,7 @@ before the worker exits (:func:`kill_descendants`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import json
 import os
@@ -50,35 +51,31 @@ def _not_run_error(reason: str) -> dict:
 
 
 def descendants(pid: int) -> list[int]:
-    """Live descendants of ``pid`` (from ``/proc``; zombies excluded), parents first."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    """Live descendants of ``pid`` (zombies excluded), parents first."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child.pid)
+        except psutil.NoSuchProcess:
             continue
-        # The command name may hold spaces and parentheses: split after the last ')'.
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z":
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
     return found
 
 
-def kill_descendants(pid: int | None = None, rounds: int = 20) -> int:
-    """SIGKILL every descendant of ``pid`` (default: this process). Returns how many were
+def kill_descendants(pid: int | None = None, rounds: int = 20, keep: int | None = None) -> int:
+    """SIGKILL every descendant of ``pid`` (default: this process) except ``keep`` (the next
+    job's kernel, started by this worker and not yet given any code). Returns how many were
     killed. Repeats, because a process may fork while its parent is being killed."""
     pid = os.getpid() if pid is None else pid
     killed = 0
     for _ in range(rounds):
-        victims = descendants(pid)
+        victims = [v for v in descendants(pid) if v != keep]
         if not victims:
             break
         for victim in victims:
@@ -94,7 +91,7 @@ def kill_descendants(pid: int | None = None, rounds: int = 20) -> int:
                     os.waitpid(victim, os.WNOHANG)
                 except ChildProcessError:
                     pass
-            if not set(victims) & set(descendants(pid)):
+            if not set(victims) & set(descendants(pid)):  # (``keep`` is not a victim)
                 break
             time.sleep(0.01)
     return killed
@@ -136,7 +133,7 @@ def _make_client(nb, km, cell_timeout: float, timeouts: list[int]):
         record_timing=False,
         shutdown_kernel="immediate",
         startup_timeout=120,
-        extra_arguments=["--HistoryManager.hist_file=:memory:"],
+        extra_arguments=list(KERNEL_ARGUMENTS),
         on_cell_executed=on_cell_executed,
     )
     client._current_index = -1
@@ -167,27 +164,88 @@ async def _execute_cells(client, nb, state: dict) -> None:
             state["next"] = index + 1
 
 
-def run_job(job: dict) -> dict:
-    """Execute ``job["notebook"]`` and write ``job["executed"]`` and ``job["result"]``."""
+#: Arguments of every kernel (also those started ahead of their job).
+KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:"]
+
+
+def _settings(job: dict, kernel_name: str = "python3") -> tuple:
+    """What a kernel is started with: the same for every job of one grading run."""
+    return (
+        kernel_name,
+        int(job.get("memory_mb", 0)),
+        int(job.get("threads", 1)),
+        job.get("landlock", "auto"),
+    )
+
+
+def _kernel_manager(settings: tuple, workdir: Path):
+    from .sandbox import SandboxKernelManager
+
+    kernel_name, memory_mb, threads, landlock = settings
+    return SandboxKernelManager(
+        kernel_name=kernel_name,
+        sandbox_workdir=str(workdir),
+        sandbox_memory_mb=memory_mb,
+        sandbox_threads=threads,
+        sandbox_landlock=landlock,
+        # Unix sockets in the kernel's own working copy (where Landlock lets it create them):
+        # no TCP port races between parallel kernels, no warning about unencrypted TCP.
+        transport="ipc",
+        ip=str(workdir / "kernel"),
+    )
+
+
+class Spare:
+    """A kernel started AHEAD of its job, in a fresh working copy of its own, so that its
+    start-up (a Python process importing ipykernel) overlaps the job before it. It has run
+    nothing when its job takes it; the job's notebook is copied into its working copy then."""
+
+    def __init__(self, settings: tuple):
+        import tempfile
+
+        self.settings = settings
+        self.workdir = Path(tempfile.mkdtemp(prefix="normedu-kernel-"))
+        self.km = _kernel_manager(settings, self.workdir)
+        asyncio.run(self.km.start_kernel(extra_arguments=list(KERNEL_ARGUMENTS)))
+
+    @property
+    def pid(self) -> int | None:
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        return getattr(process, "pid", None)
+
+    def discard(self) -> None:
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def run_job(job: dict, spare: Spare | None = None, keep: int | None = None) -> dict:
+    """Execute ``job["notebook"]`` and write ``job["executed"]`` and ``job["result"]``.
+
+    ``spare``: a kernel already started with this job's settings (its working copy replaces
+    ``job["workdir"]``); without one, a kernel is started here. ``keep``: the pid of the next
+    job's kernel, spared when this job's processes are killed.
+    """
     import nbformat
     from nbclient.exceptions import DeadKernelError
 
-    from .sandbox import SandboxKernelManager, landlock_abi
+    from .sandbox import landlock_abi
 
     start = time.perf_counter()
     nb = nbformat.read(job["notebook"], as_version=4)
-    workdir = Path(job["workdir"])
-    workdir.mkdir(parents=True, exist_ok=True)
+    kernel_name = nb.metadata.get("kernelspec", {}).get("name") or "python3"
+    settings = _settings(job, kernel_name)
+    if spare is not None and spare.settings == settings:
+        workdir, km = spare.workdir, spare.km
+    else:
+        if spare is not None:
+            spare.discard()
+        workdir = Path(job["workdir"])
+        workdir.mkdir(parents=True, exist_ok=True)
+        km = _kernel_manager(settings, workdir)
     # The working copy: the student's notebook and nothing else of the course.
     shutil.copy(job["notebook"], workdir / Path(job["notebook"]).name)
-    kernel_name = nb.metadata.get("kernelspec", {}).get("name") or "python3"
-    km = SandboxKernelManager(
-        kernel_name=kernel_name,
-        sandbox_workdir=str(workdir),
-        sandbox_memory_mb=int(job.get("memory_mb", 0)),
-        sandbox_threads=int(job.get("threads", 1)),
-        sandbox_landlock=job.get("landlock", "auto"),
-    )
     state: dict = {"next": 0, "timeout_cells": []}
     timed_out = False
     dead_cell = None
@@ -212,7 +270,7 @@ def run_job(job: dict) -> dict:
                 "(sys.exit/os._exit, a crash, or the memory limit)"
             )
     finally:
-        kill_descendants()
+        kill_descendants(keep=keep)
     if timed_out:
         reason = f"the submission ran past its {job['wall_timeout']:g} s time limit"
     not_run = []
@@ -248,22 +306,41 @@ def serve(read_fd: int, write_fd: int) -> None:
     """Run jobs until the parent closes the pipe: each line read is a job file; each answer
     written is that job's file name, once its result is written. The pipes are private fds,
     not stdout, which the kernel shares (a student's ``os.write(1, ...)`` cannot fake an
-    answer)."""
+    answer).
+
+    While a job runs, the kernel of the NEXT job is already starting (:class:`Spare`, with the
+    settings of the current job): kernel start-up overlaps execution and tear-down. Every
+    other process the job left is killed before its answer is written.
+    """
+    spare: Spare | None = None
     with os.fdopen(read_fd, "r") as jobs, os.fdopen(write_fd, "w") as answers:
         for line in jobs:
             job_file = line.strip()
             if not job_file:
                 continue
+            current, spare = spare, None
             try:
-                run_job(json.loads(Path(job_file).read_text()))
+                job = json.loads(Path(job_file).read_text())
+                try:
+                    spare = Spare(_settings(job))
+                except Exception:  # no spare: the next job starts its own kernel
+                    import traceback
+
+                    traceback.print_exc()
+                    spare = None
+                run_job(job, current, keep=spare.pid if spare is not None else None)
             except Exception:  # report, and keep serving the next submission
                 import traceback
 
                 traceback.print_exc()
             finally:
-                kill_descendants()
+                kill_descendants(keep=spare.pid if spare is not None else None)
+                if current is not None:
+                    shutil.rmtree(current.workdir, ignore_errors=True)
             answers.write(job_file + "\n")
             answers.flush()
+    if spare is not None:
+        spare.discard()
 
 
 def main(argv: list[str] | None = None) -> None:

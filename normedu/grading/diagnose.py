@@ -12,6 +12,7 @@ for each mistake; with the default switches they are the correct formulas.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,7 +20,16 @@ import numpy as np
 
 from normedu.grading.compare import GradingError, assert_close
 
-__all__ = ["Hypothesis", "diagnose", "check_against", "normalize", "normalize_backward"]
+__all__ = [
+    "Hypothesis",
+    "diagnose",
+    "check_against",
+    "describe_difference",
+    "retry_hint",
+    "explained_by_rerun",
+    "normalize",
+    "normalize_backward",
+]
 
 #: (message, thunk computing what that mistake would output)
 Hypothesis = tuple[str, Callable[[], Any]]
@@ -85,6 +95,9 @@ def check_against(
     found = diagnose(actual, hypotheses, expected, *diag_tol)
     if found is not None:
         raise GradingError(f"{what} is wrong. Likely cause: {found}")
+    how = describe_difference(actual, expected)
+    if how is not None:
+        hint = f"How it differs: {how}. {hint}".strip()
     assert_close(actual, expected, what, rtol=rtol, atol=atol, hint=hint)
 
 
@@ -197,3 +210,118 @@ def normalize_backward(
     if var_term:
         dx = dx - x_hat * (g * x_hat).mean(axis=axes, keepdims=True)
     return rstd * dx
+
+
+def _close(a: np.ndarray, b: np.ndarray, rtol: float = 1e-6, atol: float = 1e-9) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def describe_difference(actual: Any, expected: Any) -> str | None:
+    """How ``actual`` differs from ``expected``, in words, when a simple relation explains it
+    (None otherwise): NaN/inf, a constant factor, a flipped sign, a per-row or per-column
+    offset or scale, two axes swapped, a wrong dtype. Used when no catalogued mistake
+    matches, so that the message says more than "does not match"."""
+    if isinstance(expected, tuple):
+        if not isinstance(actual, tuple) or len(actual) != len(expected):
+            return None
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            found = describe_difference(a, e)
+            if found:
+                return f"element {i} of the tuple: {found}"
+        return None
+    try:
+        a = np.asarray(actual)
+        e = np.asarray(expected, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if a.dtype.kind not in "fiub" or a.size == 0:
+        return None
+    af = a.astype(np.float64)
+    if not np.all(np.isfinite(af)):
+        bad = int(np.sum(~np.isfinite(af)))
+        return (
+            f"{bad} of its {af.size} values are NaN or inf: look for a division by zero or a "
+            "square root of a negative number (eps belongs inside the square root)"
+        )
+    want = np.asarray(expected).dtype
+    if a.dtype != want and a.dtype.kind == "f" and want.kind == "f" and a.shape == e.shape:
+        return (
+            f"it has dtype {a.dtype}, while the input and the reference are {want}: compute in "
+            "the input's dtype (no astype, no np.float32/np.float16 constants)"
+        )
+    if af.shape != e.shape:
+        if af.ndim >= 2 and af.shape == e.swapaxes(-1, -2).shape:
+            if _close(af, e.swapaxes(-1, -2)):
+                return "it is the reference with its last two axes swapped (a transpose)"
+        return None
+    with np.errstate(all="ignore"):
+        if af.ndim >= 2 and af.shape[-1] == af.shape[-2] and _close(af, e.swapaxes(-1, -2)):
+            return "it is the reference with its last two axes swapped (a transpose)"
+        ee = float(np.sum(e * e))
+        if ee > 0:
+            c = float(np.sum(af * e) / ee)
+            if abs(c - 1) > 1e-6 and _close(af, c * e):
+                if abs(c + 1) < 1e-6:
+                    return "it is the reference with its sign flipped (every value times −1)"
+                return f"it is the reference times a constant factor {c:.6g}"
+        d = af - e
+        for axis, unit, where in ((-1, "row", "along the last axis"), (0, "column", "axis 0")):
+            if af.ndim < 2 and axis == 0:
+                continue
+            shift = d.mean(axis=axis, keepdims=True)
+            if np.ptp(shift) > 1e-9 and _close(af, e + shift):
+                return (
+                    f"each {unit} is off by a constant of its own (an offset per {unit}, {where})"
+                )
+            ratio = np.sum(af * e, axis=axis, keepdims=True) / np.maximum(
+                np.sum(e * e, axis=axis, keepdims=True), 1e-300
+            )
+            if np.ptp(ratio) > 1e-9 and _close(af, e * ratio):
+                return f"each {unit} is scaled by a factor of its own (a scale per {unit}, {where})"
+    return None
+
+
+def retry_hint(
+    rerun: Callable[[Any, Any], Any], reference: Callable[[Any, Any], Any], gamma: Any, beta: Any
+) -> str | None:
+    """Call the student's function again with γ = 1 and/or β = 0 (``rerun(gamma, beta)``) and
+    say when it is right only there: that puts the mistake in how γ or β is applied."""
+    ones = np.ones_like(gamma)
+    trials = [("γ = 1 and β = 0", ones, None if beta is None else np.zeros_like(beta))]
+    if beta is not None:
+        trials += [("β = 0", gamma, np.zeros_like(beta)), ("γ = 1", ones, beta)]
+    right = []
+    for label, g, b in trials:
+        try:
+            with np.errstate(all="ignore"):
+                got, want = rerun(g, b), reference(g, b)
+        except Exception:  # noqa: BLE001 - a failing re-run tells nothing
+            return None
+        right.append((label, _matches(got, want, 1e-6, 1e-8)))
+    ok = {label for label, good in right if good}
+    if not ok:
+        return None
+    if "γ = 1" in ok and "β = 0" not in ok:
+        return "your result is right when γ = 1 but not otherwise: check how you apply γ"
+    if "β = 0" in ok and "γ = 1" not in ok:
+        return "your result is right when β = 0 but not otherwise: check how you add β"
+    return (
+        "your result is right when γ = 1 and β = 0: the normalization is right, the γ/β step is not"
+    )
+
+
+@contextlib.contextmanager
+def explained_by_rerun(
+    rerun: Callable[[Any, Any], Any], reference: Callable[[Any, Any], Any], gamma: Any, beta: Any
+):
+    """Within the block, a :class:`GradingError` that names no mistake gets the
+    :func:`retry_hint` (the student's function re-run with γ = 1 and β = 0) appended."""
+    try:
+        yield
+    except GradingError as err:
+        if "Likely cause" in str(err):
+            raise
+        hint = retry_hint(rerun, reference, gamma, beta)
+        if hint is None:
+            raise
+        raise GradingError(f"{err} {hint[0].upper()}{hint[1:]}.") from None

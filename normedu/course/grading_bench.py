@@ -142,7 +142,7 @@ def run_bench(
                 scratch, assignment, jobs=n, cell_timeout=cell_timeout, progress=progress
             )
             timings[label] = time.perf_counter() - t0
-            csvs[label] = to_csv(scratch, assignment)
+            csvs[label] = _grades_only(to_csv(scratch, assignment))
             reports[label] = report
         if stock:
             scratch = _scratch_course(tmp / "stock", course, assignment)
@@ -179,6 +179,18 @@ def run_bench(
         import_torch_s=round(imports["numpy, torch"], 3),
         stock_nbgrader_s=round(timings.get("stock", 0.0), 2),
     )
+
+
+def _grades_only(text: str) -> str:
+    """The CSV without its ``collected`` column (when collect ran, not a grade)."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or "collected" not in rows[0]:
+        return text
+    drop = rows[0].index("collected")
+    return "\n".join(",".join(r[:drop] + r[drop + 1 :]) for r in rows)
 
 
 def save(result: BenchResult, name: str = "grade_bench") -> Path:

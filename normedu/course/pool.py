@@ -1,0 +1,186 @@
+"""The worker pool: ``jobs`` long-lived worker processes that execute submissions.
+
+The parent sends a job (a JSON file naming the sanitized notebook and where to write the
+result) over a private pipe; each worker (:mod:`.worker`) answers on another when the result
+is written. A worker holds up to :attr:`Worker.PREFETCH` jobs, so it starts the next kernel at
+once, even while the parent is busy recording grades.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Job:
+    student: str
+    dir: Path
+    spec: dict
+    tampered: list[str]
+    notes: list[str]
+    sha256: str
+    #: every answer cell as handed out (a failing run is then "not attempted")
+    untouched: bool = False
+
+
+class Worker:
+    """A long-lived ``normedu.course.worker --serve`` process and its private pipes.
+
+    It holds up to :data:`PREFETCH` jobs: the next one waits in its pipe, so the worker starts
+    it at once even while the parent is busy recording grades.
+    """
+
+    PREFETCH = 2
+
+    def __init__(self, env: dict, logdir: Path, index: int):
+        to_worker_r, self._to_worker = os.pipe()
+        self._from_worker, from_worker_w = os.pipe()
+        self.log_path = logdir / f"worker-{index}.log"
+        command = [sys.executable, "-m", "normedu.course.worker", "--serve"]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [*command, str(to_worker_r), str(from_worker_w)],
+                cwd=logdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(to_worker_r, from_worker_w),
+                start_new_session=True,
+            )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self.jobs: list[Job] = []
+        self.started = 0.0  # when the job at the head of ``jobs`` started
+        self._buffer = b""
+
+    @property
+    def fd(self) -> int:
+        return self._from_worker
+
+    def send(self, job: Job) -> None:
+        if not self.jobs:
+            self.started = time.monotonic()
+        self.jobs.append(job)
+        os.write(self._to_worker, (str(job.dir / "job.json") + "\n").encode())
+
+    def receive(self) -> tuple[list[Job], bool]:
+        """``(finished jobs, worker died)`` after reading what the worker answered."""
+        chunk = os.read(self._from_worker, 4096)
+        if not chunk:
+            done, self.jobs = self.jobs, []
+            return done, True
+        self._buffer += chunk
+        done = []
+        while b"\n" in self._buffer and self.jobs:
+            _, self._buffer = self._buffer.split(b"\n", 1)
+            done.append(self.jobs.pop(0))
+            self.started = time.monotonic()
+        return done, False
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        for fd in (self._to_worker, self._from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        # Every job it was sent has been answered, and it kills its kernel and the kernel's
+        # descendants before answering: nothing is left to shut down gracefully.
+        self.kill()
+
+
+class Pool:
+    """``jobs`` long-lived workers: :meth:`send` a job where there is room, :meth:`poll` for
+    the finished ones, each as ``(job, result)``. A worker that dies or hangs past the backstop
+    yields results with ``worker_failed`` for its jobs and is replaced."""
+
+    def __init__(self, jobs: int, wall: float, logdir: Path, progress: bool, total: int):
+        from tqdm.std import tqdm  # plain text bar: also readable in logs and static pages
+
+        env = dict(os.environ)
+        pkg_parent = str(Path(__file__).resolve().parents[2])
+        extra = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = pkg_parent + (os.pathsep + extra if extra else "")
+        env["PYTHONHASHSEED"] = "0"
+        env["JUPYTER_RUNTIME_DIR"] = str(logdir / "runtime")
+        self._env, self._logdir, self._wall = env, logdir, wall
+        self._spawned = 0
+        self.workers = [self._spawn() for _ in range(jobs)]
+        self.bar = tqdm(
+            total=total, desc="autograde", unit="sub", disable=not progress, file=sys.stderr
+        )
+
+    def _spawn(self) -> Worker:
+        self._spawned += 1
+        return Worker(self._env, self._logdir, self._spawned)
+
+    def room(self) -> Worker | None:
+        """The least loaded worker with room for a job (a dead idle one is replaced)."""
+        for i, worker in enumerate(self.workers):
+            if not worker.jobs and worker.proc.poll() is not None:
+                worker.kill()
+                self.workers[i] = self._spawn()
+        worker = min(self.workers, key=lambda w: len(w.jobs))
+        return worker if len(worker.jobs) < Worker.PREFETCH else None
+
+    def busy(self) -> bool:
+        return any(w.jobs for w in self.workers)
+
+    def send(self, job: Job) -> None:
+        (job.dir / "job.json").write_text(json.dumps(job.spec))
+        worker = self.room()
+        if worker is None:
+            raise RuntimeError("send() needs a worker with room")
+        worker.send(job)
+
+    def poll(self, timeout: float) -> list[tuple[Job, dict]]:
+        import select
+
+        busy = [w for w in self.workers if w.jobs]
+        if not busy:
+            return []
+        ready, _, _ = select.select([w.fd for w in busy], [], [], timeout)
+        done = []
+        for worker in busy:
+            if worker.fd in ready:
+                finished, died = worker.receive()
+                done += [self._result(worker, job, backstop=False) for job in finished]
+            elif time.monotonic() - worker.started > self._wall + 60:
+                # The worker enforces the wall clock itself; this is the backstop if it hangs.
+                jobs, worker.jobs = worker.jobs, []
+                worker.kill()
+                done += [self._result(worker, job, backstop=True) for job in jobs]
+        return done
+
+    def _result(self, worker: Worker, job: Job, backstop: bool) -> tuple[Job, dict]:
+        self.bar.update(1)
+        result_file = Path(job.spec["result"])
+        if result_file.exists() and not backstop:
+            return job, json.loads(result_file.read_text())
+        return job, {
+            "worker_failed": True,
+            "timed_out": backstop,
+            "reason": "the grading worker was stopped after the time limit"
+            if backstop
+            else f"the grading worker failed (exit {worker.proc.poll()})",
+            "log": worker.log_path.read_text(errors="replace")[-2000:],
+        }
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+        self.bar.close()
