@@ -157,15 +157,6 @@ def test_chapter_structure(name):
     assert f'normedu.ledger.check("{name}")' in text
 
 
-@pytest.mark.parametrize("name", CHAPTERS)
-def test_gpu_cells_say_they_run_without_one(name):
-    """A chapter that draws a stored GPU run beside its live one says it runs without a GPU."""
-    code = "\n".join(c.source for c in _read(name).cells if c.cell_type == "code")
-    if "stored_result(" in code or "load_stored(" in code:
-        text = (BOOK / f"{name}.md").read_text()
-        assert "benefits from a GPU, and runs without one" in text
-
-
 def test_ledger_page_forces_execution_and_collects():
     nb = _read("claims_ledger")
     assert nb.metadata["mystnb"]["execution_mode"] == "force"
