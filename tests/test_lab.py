@@ -92,6 +92,10 @@ class Lab:
     token: str
     log: Path
 
+    def page(self, path: str) -> str:
+        """The URL of a page, with the token (the server turns it into a login cookie)."""
+        return f"{self.url}{path}?token={self.token}"
+
     def api(self, path: str, method: str = "GET") -> tuple[int, bytes]:
         req = urllib.request.Request(
             self.url + path, method=method, headers={"Authorization": f"token {self.token}"}
@@ -201,10 +205,6 @@ def browser(lab):
     with sync_playwright() as pw:
         context = launch_context(pw, lab.root.parent / "chromium")
         context.set_default_timeout(60_000)
-        page = context.new_page()
-        page.goto(f"{lab.url}lab?token={lab.token}")  # the token becomes a cookie
-        page.locator("#jp-main-dock-panel").wait_for()
-        page.close()
         try:
             yield context
         finally:
@@ -213,7 +213,7 @@ def browser(lab):
 
 def test_formgrader_lists_every_assignment(lab, browser):
     page = browser.new_page()
-    page.goto(f"{lab.url}formgrader/manage_assignments")
+    page.goto(lab.page("formgrader/manage_assignments"))
     page.wait_for_function(
         "() => !document.body.innerText.includes('Loading, please wait')"
         " && document.querySelectorAll('td.name').length > 0"
@@ -252,7 +252,7 @@ def test_solved_exercise_runs_and_validates(lab, browser):
     )
     path = solved_release(lab.root, assignment).relative_to(lab.root).as_posix()
     page = browser.new_page()
-    page.goto(f"{lab.url}lab/tree/{path}")
+    page.goto(lab.page(f"lab/tree/{path}"))
     notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     notebook.locator(".jp-Cell").first.wait_for()
     lab.wait_for_kernel(path)
@@ -291,7 +291,7 @@ def test_chapter_opens_as_a_notebook(lab, browser):
     docname = next(d for d in pages if "```{code-cell}" in (REPO / f"{d}.md").read_text())
     folder, name = docname.rsplit("/", 1)
     page = browser.new_page()
-    page.goto(f"{lab.url}lab/tree/{folder}")
+    page.goto(lab.page(f"lab/tree/{folder}"))
     page.locator(".jp-DirListing-itemText", has_text=re.compile(rf"^{name}\.md$")).dblclick()
     page.locator(".lm-TabBar-tab", has_text=f"{name}.md").wait_for()
     current = page.locator("#jp-main-dock-panel .jp-MainAreaWidget:not(.lm-mod-hidden)")
