@@ -4,10 +4,10 @@
 # `jupyter lab`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv="${VENV:-.venv}"
+venv="$(cd "${VENV:-.venv}" && pwd)"
 # nbgrader's Formgrader and Validate run the environment's tools (alembic creates the
 # gradebook) by name, from PATH: without this they fail when .venv is not activated.
-export PATH="$PWD/$venv/bin:$PATH"
+export PATH="$venv/bin:$PATH"
 # --allow-root: containers and JupyterHub images run as root, and JupyterLab refuses to start
 # as root without it. --notebook-dir=.: the file browser opens on the course (book/,
 # exercises/) and nbgrader finds nbgrader_config.py in the server's working directory.
