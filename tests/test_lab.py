@@ -36,7 +36,9 @@ from pathlib import Path
 import pytest
 from site_helpers import REPO, launch_context, require_chromium, toc_docnames
 
-pytestmark = pytest.mark.browser
+#: One group: under pytest-xdist the three tests share one server (a module fixture per worker
+#: would start a second JupyterLab).
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("lab")]
 
 #: What of the checkout the course copy needs: nbgrader's configuration and folders, the
 #: chapters, and the script that starts JupyterLab. ``normedu`` is linked, not copied.
