@@ -1,6 +1,6 @@
 # normedu: one entry point for readers, students, instructors and CI.
 #   make book   build the website into _build/html   (make serve to open it)
-#   make test   lint + every test (book build, notebooks, nbgrader, browser)
+#   make test   lint + every test (book build, nbgrader, the site and JupyterLab in Chromium)
 #   make lab    JupyterLab on the chapters and exercises (also as root)
 #   make env    only create/update the project-local environment .venv
 # Every target creates/updates .venv first, when what it is built from has changed.
