@@ -1,31 +1,45 @@
 # normedu: one entry point for readers, students, instructors and CI.
 #   make book   build the website into _build/html   (make serve to open it)
-#   make test   lint + every test (book build, notebooks, nbgrader, browser)
-#   make lab    JupyterLab on the chapters and exercises
-# Every target creates/updates the project-local environment .venv first.
+#   make test   lint + every test (book build, nbgrader, the site and JupyterLab in Chromium)
+#   make lab    JupyterLab on the chapters and exercises (also as root)
+#   make env    only create/update the project-local environment .venv
+# Every target creates/updates .venv first, when what it is built from has changed.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# What the environment is built from. The stamp is named after a checksum of these files, not
+# their dates (they are order-only prerequisites below): a fresh clone (every file new) over a
+# kept .venv, as a CI cache restores it, is not reinstalled, and any change to one of them is.
+ENV_INPUTS := requirements-lock.txt pyproject.toml jupyter/overrides.json
+STAMP  := $(VENV)/.installed-$(shell cat $(ENV_INPUTS) | cksum | cut -d' ' -f1)
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 PORT   ?= 8000
 # Set KEEP_TORCH=1 to keep a CUDA torch you installed into .venv yourself.
 KEEP_TORCH ?=
 # Extra pytest arguments, e.g. make test PYTEST_ARGS="-m 'not slow'"
 PYTEST_ARGS ?=
+# Extra jupyter lab arguments, e.g. make lab LAB_ARGS="--port=8890 --no-browser"
+LAB_ARGS ?=
 
-.PHONY: book serve test test-fast lint lab browser release release-check grade-bench bench clean help
+.PHONY: env book serve test test-fast lint lab browser release release-check grade-bench bench clean help
 
 help:
-	@sed -n '2,5p' Makefile
+	@sed -n '2,6p' Makefile
 
-$(STAMP): requirements-lock.txt pyproject.toml
+env: $(STAMP)
+
+$(STAMP): | $(ENV_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@if [ -n "$(KEEP_TORCH)" ]; then grep -v '^torch==' requirements-lock.txt > $(VENV)/req.txt; \
 	 else cp requirements-lock.txt $(VENV)/req.txt; fi
 	$(PY) -m pip install --disable-pip-version-check -q -r $(VENV)/req.txt
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
+	@# JupyterLab settings of this environment only (the user's own settings stay untouched):
+	@# chapters (.md) open as notebooks with jupytext.
+	@mkdir -p $(LAB_SETTINGS) && cp jupyter/overrides.json $(LAB_SETTINGS)/overrides.json
+	@rm -f $(VENV)/.installed $(VENV)/.installed-*
 	@touch $(STAMP)
 
 book: $(STAMP)
@@ -56,8 +70,9 @@ test: $(STAMP) browser lint
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not browser" $(PYTEST_ARGS)
 
+# scripts/lab.sh is the one way to start it (tests/test_lab.py starts it the same way).
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=.
+	VENV=$(VENV) scripts/lab.sh $(LAB_ARGS)
 
 release: $(STAMP)
 	$(VENV)/bin/normedu release

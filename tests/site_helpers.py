@@ -68,6 +68,13 @@ def _walk_toc(entries: list[dict]) -> Iterator[str]:
             yield from _walk_toc(entry.get(key, []))
 
 
+def toc_docnames(toc_file: Path) -> tuple[str, ...]:
+    """Docnames of a table of contents in reading order, root first, suffixes dropped."""
+    toc = yaml.safe_load(Path(toc_file).read_text())
+    names = [toc["root"], *_walk_toc(toc.get("parts", []) + toc.get("chapters", []))]
+    return tuple(re.sub(r"\.(md|ipynb|rst)$", "", n) for n in names)
+
+
 @functools.cache
 def toc_pages() -> tuple[str, ...]:
     """Docnames in reading order, e.g. ``("book/intro", "book/drift", ...)``, from ``_toc.yml``.
@@ -75,10 +82,7 @@ def toc_pages() -> tuple[str, ...]:
     File suffixes are dropped, as Sphinx does; the root comes first. ``$NORMEDU_SITE_TOC`` names
     another table of contents, for a site built with ``jupyter-book build --toc <file>``.
     """
-    toc_file = Path(os.environ.get("NORMEDU_SITE_TOC") or REPO / "_toc.yml")
-    toc = yaml.safe_load(toc_file.read_text())
-    names = [toc["root"], *_walk_toc(toc.get("parts", []) + toc.get("chapters", []))]
-    return tuple(re.sub(r"\.(md|ipynb|rst)$", "", n) for n in names)
+    return toc_docnames(Path(os.environ.get("NORMEDU_SITE_TOC") or REPO / "_toc.yml"))
 
 
 @functools.cache

@@ -2,8 +2,9 @@
 
 Every page listed in ``_toc.yml`` is visited once (a module fixture records what the browser
 saw); the tests below then assert on that record, one test per page and concern, so a failure
-names the page and the problem. Screenshots of every page in the light and dark theme are
-written to ``_build/screenshots/`` for a person to look at.
+names the page and the problem. The light and dark themes are checked from the colours the
+browser computed; with ``NORMEDU_SCREENSHOTS=1`` every page is also photographed in both themes
+into ``_build/screenshots/`` for a person to look at (and the pictures are checked not blank).
 
 Without ``/usr/bin/chromium`` these tests skip (under ``CI=true`` they fail). During
 development, point them at your own build with ``NORMEDU_SITE_DIR=/tmp/<you>-build``.
@@ -12,6 +13,7 @@ development, point them at your own build with ``NORMEDU_SITE_DIR=/tmp/<you>-bui
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -97,6 +99,23 @@ async () => {
 }
 """
 
+#: The colours a reader sees: the page background (the first opaque one of body and html) and
+#: the article's text, as ``[r, g, b]``.
+COLOURS_JS = """
+() => {
+  const rgb = (el, prop) => (getComputedStyle(el)[prop].match(/[\\d.]+/g) || []).map(Number);
+  const opaque = [document.body, document.documentElement]
+    .map(e => rgb(e, 'backgroundColor')).filter(c => c.length === 3 || c[3] > 0);
+  const article = document.querySelector('.bd-article') || document.body;
+  return {background: (opaque[0] || [255, 255, 255]).slice(0, 3),
+          text: rgb(article, 'color').slice(0, 3),
+          textLength: article.innerText.trim().length};
+}
+"""
+
+#: Screenshots are for a person to look at; no test needs them, so they cost time only on request.
+SCREENSHOTS = os.environ.get("NORMEDU_SCREENSHOTS", "") not in ("", "0")
+
 #: Whole pages; JPEG because long pages encode two to three times faster than PNG.
 SHOT = {"full_page": True, "type": "jpeg", "quality": 85}
 
@@ -113,7 +132,8 @@ class PageVisit:
     failed: list[str] = field(default_factory=list)
     probe: dict = field(default_factory=dict)
     animation_steps: list[tuple[str, str]] = field(default_factory=list)
-    screenshots: dict[str, Path] = field(default_factory=dict)
+    colours: dict[str, dict] = field(default_factory=dict)  # theme -> COLOURS_JS result
+    screenshots: dict[str, Path] = field(default_factory=dict)  # only with NORMEDU_SCREENSHOTS
 
 
 @pytest.fixture(scope="module")
@@ -167,10 +187,12 @@ def _visit(context, base: str, docname: str, shots: Path) -> PageVisit:
     # The probe waits for MathJax, its web fonts and every image, so every request the page
     # makes on its own has been answered when it returns.
     visit.probe = page.evaluate(PROBE_JS)
+    visit.colours["light"] = page.evaluate(COLOURS_JS)
 
     slug = docname.replace("/", "__")
-    visit.screenshots["light"] = shots / f"{slug}-light.jpg"
-    page.screenshot(path=visit.screenshots["light"], **SHOT)
+    if SCREENSHOTS:
+        visit.screenshots["light"] = shots / f"{slug}-light.jpg"
+        page.screenshot(path=visit.screenshots["light"], **SHOT)
 
     for i in range(visit.probe["animations"]):
         anim = page.locator(".bd-article .animation").nth(i)
@@ -183,9 +205,11 @@ def _visit(context, base: str, docname: str, shots: Path) -> PageVisit:
     # The theme follows the system preference ("auto"): switch it like a reader's OS would.
     page.emulate_media(color_scheme="dark")
     page.wait_for_function("document.documentElement.dataset.theme === 'dark'")
-    page.wait_for_timeout(150)  # let CSS transitions finish before the picture
-    visit.screenshots["dark"] = shots / f"{slug}-dark.jpg"
-    page.screenshot(path=visit.screenshots["dark"], **SHOT)
+    page.wait_for_timeout(150)  # let CSS transitions finish before reading colours
+    visit.colours["dark"] = page.evaluate(COLOURS_JS)
+    if SCREENSHOTS:
+        visit.screenshots["dark"] = shots / f"{slug}-dark.jpg"
+        page.screenshot(path=visit.screenshots["dark"], **SHOT)
     page.close()
     return visit
 
@@ -198,8 +222,11 @@ def visits(site, browser) -> dict[str, PageVisit]:
     context, base, _ = browser
     shots = site.parent / "screenshots"
     # Overwrite in place rather than clear the folder: a second xdist worker may be writing.
-    shots.mkdir(parents=True, exist_ok=True)
+    if SCREENSHOTS:
+        shots.mkdir(parents=True, exist_ok=True)
     seen = {d: _visit(context, base, d, shots) for d in tqdm(PAGES, desc="pages", leave=False)}
+    if not SCREENSHOTS:
+        return seen
     # A summary next to the screenshots, for the person who looks at them.
     summary = {
         d: {
@@ -448,11 +475,36 @@ def test_exercise_page_links_student_notebook(visits, browser, docname):
 
 
 # --------------------------------------------------------------------------------------------
-# Screenshots and layout
+# Themes, screenshots and layout
 # --------------------------------------------------------------------------------------------
 
 
+def _luminance(rgb: list[float]) -> float:
+    """Perceived brightness 0-255 (ITU-R BT.601 weights, as PIL's greyscale conversion)."""
+    r, g, b = rgb
+    return 0.299 * r + 0.587 * g + 0.114 * b
+
+
 @pytest.mark.parametrize("docname", PAGES)
+def test_light_and_dark_themes_show_readable_text(visits, docname):
+    """The page has text, the dark theme applies, and the text contrasts with the background."""
+    colours = visits[docname].colours
+    assert colours["light"]["textLength"] > 0, f"{docname}: the article shows no text"
+    bg = {theme: _luminance(c["background"]) for theme, c in colours.items()}
+    assert bg["light"] > 128 > bg["dark"], (
+        f"{docname}: background brightness {bg}: the dark theme did not apply"
+    )
+    for theme, c in colours.items():
+        contrast = abs(_luminance(c["text"]) - bg[theme])
+        assert contrast > 100, f"{docname}: {theme} theme text barely differs from its background"
+
+
+@pytest.mark.parametrize(
+    "docname",
+    PAGES
+    if SCREENSHOTS
+    else [pytest.param(None, marks=pytest.mark.skip(reason="screenshots: NORMEDU_SCREENSHOTS=1"))],
+)
 def test_screenshots_are_not_blank(visits, docname):
     from PIL import Image, ImageStat
 
