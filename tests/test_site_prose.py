@@ -193,7 +193,9 @@ def banned_in(prose: str) -> list[str]:
 
 
 _HASH = re.compile(r"^[0-9a-f]{12,}$", re.IGNORECASE)
-_FILE = re.compile(r"\.(png|jpe?g|svg|gif|webp)$|[/\\]", re.IGNORECASE)
+# A file name or path is one token: "fig.png", "../_images/abc.png". A slash inside a sentence
+# ("falls as 1/sqrt(m)") is mathematics, not a path.
+_FILE = re.compile(r"^\S*(\.(png|jpe?g|svg|gif|webp)|[/\\]\S*)$", re.IGNORECASE)
 
 
 def alt_problem(alt: str | None) -> str | None:
@@ -335,6 +337,7 @@ def test_markdown_that_a_cell_displays_is_prose():
         ("fig_drift.png", False),
         ("../_images/abc.png", False),
         ("figure", False),
+        ("Line plot: the error of the mean falls as 1/sqrt(m) for local BN", True),
     ],
 )
 def test_alt_text_must_say_what_the_image_shows(alt, ok):

@@ -49,7 +49,7 @@ def check(preset: str | None = None) -> list[Claim]:
             id="jacobian.null_space",
             chapter=CHAPTER,
             claim="J kills the directions 1 and x̂; its other d − 2 eigenvalues are 1/σ",
-            source="derived in this chapter from the Jacobian formula",
+            source=ARTICLE + " (derived from the Jacobian formula)",
             measured=f"eigenvalues {np.array2string(demo.eigenvalues, precision=4)}; 1/σ = "
             f"{1 / demo.sigma:.4f}",
             verdict="confirmed"

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..ledger import Claim, claims_for
+from ..ledger import Claim, cite, claims_for
 
 CHAPTER = "prepost"
 #: A claim this course states without a primary source is attributed to its chapter.
@@ -390,7 +390,8 @@ def check(preset: str | None = None) -> list[Claim]:
             id="prepost.who_uses",
             chapter=CHAPTER,
             claim="GPT-2, GPT-3 and LLaMA use Pre-Norm (LLaMA with RMSNorm)",
-            source="Radford et al., 2019; Brown et al., 2020 (NeurIPS); Touvron et al., 2023a",
+            source="Radford et al., 2019; Brown et al., 2020 (NeurIPS); "
+            + cite("touvron2023llama"),
             measured="architecture descriptions in the papers",
             verdict="cited",
             device="—",

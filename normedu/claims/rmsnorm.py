@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..ledger import Claim, claims_for
+from ..ledger import Claim, cite, claims_for
 
 CHAPTER = "rmsnorm"
 #: A claim this course states without a primary source is attributed to its chapter.
@@ -23,21 +23,21 @@ MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     (
         "llama",
         "LLaMA",
-        "Touvron et al., 2023a",
+        cite("touvron2023llama"),
         "cited",
         "pre-normalization with the RMSNorm function of Zhang & Sennrich",
     ),
     (
         "llama2",
         "LLaMA 2",
-        "Touvron et al., 2023b",
+        cite("touvron2023llama2"),
         "cited",
         "keeps LLaMA's pre-normalization with RMSNorm",
     ),
     (
         "t5",
         "T5",
-        "Raffel et al., 2020 (JMLR)",
+        cite("raffel2020exploring"),
         "depends",
         "a simplified layer norm that only rescales the activations and adds no bias; the paper "
         "does not use the name RMSNorm",
@@ -45,7 +45,7 @@ MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     (
         "palm",
         "PaLM",
-        "Chowdhery et al., 2023 (JMLR)",
+        cite("chowdhery2023palm"),
         "depends",
         "layer norms without biases; the paper does not say RMSNorm, nor whether the mean is "
         "subtracted",
@@ -53,14 +53,14 @@ MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     (
         "gemma",
         "Gemma",
-        "Gemma Team, 2024",
+        cite("gemma2024"),
         "cited",
         "RMSNorm, on both the input and the output of each sub-layer",
     ),
     (
         "mistral",
         "Mistral 7B",
-        "Jiang et al., 2023",
+        cite("jiang2023mistral"),
         "depends",
         "the paper does not name its norm; the released model configuration sets an RMSNorm eps "
         "(rms_norm_eps)",
@@ -68,7 +68,7 @@ MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     (
         "deepseek",
         "DeepSeek LLM",
-        "DeepSeek-AI, 2024",
+        cite("deepseek2024llm"),
         "cited",
         "follows LLaMA: Pre-Norm with RMSNorm",
     ),
