@@ -63,6 +63,22 @@ DG_MEAN = "dγ and dβ are sums over the batch axis, not means"
 DG_AXIS = "dγ and dβ are sums over the batch (axis 0), one value per feature"
 
 
+def _reference(x, gamma, beta, running_mean, running_var, *, training=True, momentum=0.1, eps=1e-5):
+    """The reference ``(out, new_running_mean, new_running_var)``, with the (C,) arrays in the
+    student function's order (its signature is the assignment's contract) passed by keyword
+    to :func:`normedu.functional.batch_norm`, which takes them keyword-only."""
+    return ref.batch_norm(
+        x,
+        gamma=gamma,
+        beta=beta,
+        running_mean=running_mean,
+        running_var=running_var,
+        training=training,
+        momentum=momentum,
+        eps=eps,
+    )
+
+
 def _probe(seed: int, n: int = 8, c: int = 5, offset: float = 0.0, scale: float = 1.0):
     rng = np.random.default_rng(seed)
     x = offset + scale * rng.standard_normal((n, c)) + rng.standard_normal(c)
@@ -171,16 +187,7 @@ def check_forward_training(f: Callable) -> None:
     for seed, eps, scale in ((2, 1e-5, 1.0), (3, 0.3, 0.4)):
         x, gamma, beta, rm, rv = _probe(seed, scale=scale)
         out, _, _ = _fwd(f, x, gamma, beta, rm, rv, eps=eps)
-        expected, _, _ = ref.batch_norm(
-            x,
-            gamma=gamma,
-            beta=beta,
-            running_mean=rm,
-            running_var=rv,
-            training=True,
-            momentum=0.1,
-            eps=eps,
-        )
+        expected, _, _ = _reference(x, gamma, beta, rm, rv, eps=eps)
         with _rerun(f, x, gamma, beta, rm, rv, 0.1, eps):
             check_against(
                 out,
@@ -195,16 +202,7 @@ def check_forward_running(f: Callable) -> None:
     assert_no_shortcut(f)
     x, gamma, beta, rm, rv = _probe(4, n=4)
     _, rm_new, rv_new = _fwd(f, x, gamma, beta, rm, rv, momentum=0.1)
-    _, erm, erv = ref.batch_norm(
-        x,
-        gamma=gamma,
-        beta=beta,
-        running_mean=rm,
-        running_var=rv,
-        training=True,
-        momentum=0.1,
-        eps=1e-5,
-    )
+    _, erm, erv = _reference(x, gamma, beta, rm, rv)
     check_against(
         (rm_new, rv_new),
         (erm, erv),
@@ -220,16 +218,7 @@ def check_forward_eval(f: Callable) -> None:
     out, rm_new, rv_new = _fwd(f, x, gamma, beta, rm, rv, training=False)
     if not (np.allclose(rm_new, rm) and np.allclose(rv_new, rv)):
         raise GradingError(f"the running statistics returned in eval mode changed: {EVAL_UPDATES}")
-    expected, _, _ = ref.batch_norm(
-        x,
-        gamma=gamma,
-        beta=beta,
-        running_mean=rm,
-        running_var=rv,
-        training=False,
-        momentum=0.1,
-        eps=1e-5,
-    )
+    expected, _, _ = _reference(x, gamma, beta, rm, rv, training=False)
     hyps = [
         (EVAL_BATCH, lambda: normalize(x, 0, gamma, beta, 1e-5)),
         (EVAL_BATCH, lambda: normalize(x, 0, gamma, beta, 1e-5, ddof=1)),
@@ -261,16 +250,7 @@ def check_training_on(
     assert_no_shortcut(f)
     rm, rv = running_mean, running_var
     out, _, _ = _fwd(f, x, gamma, beta, rm, rv, momentum=momentum, eps=eps)
-    expected, _, _ = ref.batch_norm(
-        x,
-        gamma=gamma,
-        beta=beta,
-        running_mean=rm,
-        running_var=rv,
-        training=True,
-        momentum=momentum,
-        eps=eps,
-    )
+    expected, _, _ = _reference(x, gamma, beta, rm, rv, momentum=momentum, eps=eps)
     float64 = np.asarray(x).dtype == np.float64
     with _rerun(f, x, gamma, beta, rm, rv, momentum, eps):
         check_against(
@@ -288,16 +268,7 @@ def _rerun(f, x, gamma, beta, rm, rv, momentum, eps):
     """Explain an unexplained training-mode mismatch by re-running with γ = 1 / β = 0."""
     return explained_by_rerun(
         lambda g, b: _fwd(f, x, g, b, rm, rv, momentum=momentum, eps=eps)[0],
-        lambda g, b: ref.batch_norm(
-            x,
-            gamma=g,
-            beta=b,
-            running_mean=rm,
-            running_var=rv,
-            training=True,
-            momentum=momentum,
-            eps=eps,
-        )[0],
+        lambda g, b: _reference(x, g, b, rm, rv, momentum=momentum, eps=eps)[0],
         gamma,
         beta,
     )
@@ -322,16 +293,7 @@ def check_running_steps(
     for step, x in enumerate(batches, start=1):
         _, rm, rv = _fwd(f, x, gamma, beta, rm, rv, momentum=momentum, eps=eps)
         prev = (erm, erv)
-        _, erm, erv = ref.batch_norm(
-            x,
-            gamma=gamma,
-            beta=beta,
-            running_mean=erm,
-            running_var=erv,
-            training=True,
-            momentum=momentum,
-            eps=eps,
-        )
+        _, erm, erv = _reference(x, gamma, beta, erm, erv, momentum=momentum, eps=eps)
         check_against(
             (rm, rv),
             (erm, erv),
@@ -339,15 +301,8 @@ def check_running_steps(
             _running_hypotheses(x, *prev, momentum),
         )
     out, _, _ = _fwd(f, x_eval, gamma, beta, rm, rv, training=False, momentum=momentum, eps=eps)
-    expected, _, _ = ref.batch_norm(
-        x_eval,
-        gamma=gamma,
-        beta=beta,
-        running_mean=erm,
-        running_var=erv,
-        training=False,
-        momentum=momentum,
-        eps=eps,
+    expected, _, _ = _reference(
+        x_eval, gamma, beta, erm, erv, training=False, momentum=momentum, eps=eps
     )
     check_against(
         out,
