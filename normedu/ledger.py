@@ -6,8 +6,9 @@ How the pieces fit:
    ``@claims_for("<chapter>")``; it measures (reusing the chapter's cached experiment runs)
    and returns a list of :class:`Claim`.
 2. The chapter calls :func:`check` at its end: that runs the function, writes the records to
-   ``<ledger dir>/<chapter>.json`` (default ``_build/ledger``; override with
-   ``NORMEDU_LEDGER_DIR``) and returns them for display with :func:`to_markdown`.
+   ``<ledger dir>/<chapter>.json`` (default ``_build/ledger`` of the course root, see
+   :mod:`normedu.paths`; override with ``NORMEDU_LEDGER_DIR``) and returns them for display
+   with :func:`to_markdown`.
 3. The ledger page calls :func:`collect`: it reads every chapter's records and, for a chapter
    whose records are missing (a fresh build that runs the ledger page first), runs that
    chapter's checks itself. The table is generated from measurements, never typed by hand.
@@ -35,13 +36,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-VERDICTS = ("confirmed", "depends", "not reproduced", "cited")
+from .paths import course_root, require_root
 
-_REPO = Path(__file__).resolve().parent.parent
+VERDICTS = ("confirmed", "depends", "not reproduced", "cited")
 
 
 def ledger_dir() -> Path:
-    return Path(os.environ.get("NORMEDU_LEDGER_DIR", _REPO / "_build" / "ledger"))
+    """``$NORMEDU_LEDGER_DIR``, else ``_build/ledger`` under the course root."""
+    if os.environ.get("NORMEDU_LEDGER_DIR"):
+        return Path(os.environ["NORMEDU_LEDGER_DIR"])
+    return require_root("the claims ledger") / "_build" / "ledger"
 
 
 @dataclass(frozen=True)
@@ -106,22 +110,33 @@ def is_cited(source: str) -> bool:
     return "{cite" in source
 
 
-#: The book's one bibliography; :func:`link_author_year` resolves citations written as text.
-BIBLIOGRAPHY = _REPO / "book" / "references.bib"
+def bibliography() -> Path | None:
+    """The book's one bibliography, ``book/references.bib`` of the course root (None outside
+    a checkout); :func:`link_author_year` resolves citations written as text against it."""
+    root = course_root()
+    return root / "book" / "references.bib" if root else None
+
+
 #: How a source names a claim of this course itself ("this course, chapter '...'").
 THIS_COURSE = "this course"
 
 
-@functools.cache
-def bib_entries(path: Path = BIBLIOGRAPHY) -> tuple[tuple[str, str, str, str], ...]:
+def bib_entries(path: Path | None = None) -> tuple[tuple[str, str, str, str], ...]:
     """``(key, first author's surname, year, venue text)`` of every entry of a BibTeX file.
 
     The venue text joins booktitle, journal, title and howpublished, for :func:`link_author_year`
-    to check a venue named in a source. A missing file gives no entries.
+    to check a venue named in a source. ``path`` defaults to :func:`bibliography`; a missing
+    file gives no entries.
     """
-    if not Path(path).exists():
+    path = path or bibliography()
+    if path is None or not Path(path).exists():
         return ()
-    text = Path(path).read_text(encoding="utf-8")
+    return _parse_bib(Path(path).resolve())
+
+
+@functools.cache
+def _parse_bib(path: Path) -> tuple[tuple[str, str, str, str], ...]:
+    text = path.read_text(encoding="utf-8")
     out = []
     for m in re.finditer(r"@\w+\s*\{\s*([^,\s]+)\s*,", text):
         body, depth, i = [], 1, m.end()
@@ -147,7 +162,7 @@ def bib_entries(path: Path = BIBLIOGRAPHY) -> tuple[tuple[str, str, str, str], .
     return tuple(out)
 
 
-def link_author_year(text: str, path: Path = BIBLIOGRAPHY) -> str:
+def link_author_year(text: str, path: Path | None = None) -> str:
     """Replace each "Surname et al., [Venue] YEAR" in ``text`` by a ``{cite:t}`` of its entry.
 
     A mention is linked only when exactly one entry of the bibliography has that first author

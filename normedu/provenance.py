@@ -14,16 +14,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .paths import course_root
+
 
 def _git_commit() -> str | None:
     # A GPU machine may get a copy of the working tree without .git: the command that sends
-    # it there passes the commit in NORMEDU_GIT_COMMIT.
+    # it there passes the commit in NORMEDU_GIT_COMMIT. Otherwise: the commit of the course
+    # checkout (normedu.paths), not of wherever the package is installed.
     if os.environ.get("NORMEDU_GIT_COMMIT"):
         return os.environ["NORMEDU_GIT_COMMIT"]
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
+            cwd=course_root() or Path.cwd(),
             capture_output=True,
             text=True,
             timeout=5,

@@ -8,6 +8,9 @@ venv="$(cd "${VENV:-.venv}" && pwd)"
 # nbgrader's Formgrader and Validate run the environment's tools (alembic creates the
 # gradebook) by name, from PATH: without this they fail when .venv is not activated.
 export PATH="$venv/bin:$PATH"
+# The course root of normedu.paths: the chapters find results/ and the ledger here, wherever
+# their kernel starts.
+export NORMEDU_ROOT="$PWD"
 # --allow-root: containers and JupyterHub images run as root, and JupyterLab refuses to start
 # as root without it. --notebook-dir=.: the file browser opens on the course (book/,
 # exercises/) and nbgrader finds nbgrader_config.py in the server's working directory.

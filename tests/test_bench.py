@@ -128,14 +128,14 @@ def test_bad_arguments_raise():
 
 
 def test_load_stored_is_none_until_a_gpu_run_is_stored(monkeypatch, tmp_path, res):
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("NORMEDU_ROOT", str(tmp_path))
     assert BenchResult.load_stored() is None
     # A fake stored run, clearly test data, written only under tmp_path.
     fake = res.to_dict()
     results.save_stored(bench.STORED_NAME, fake, command="test data")
     stored = BenchResult.load_stored()
     assert stored is not None and stored.rows() == res.rows()
-    assert (tmp_path / "gpu" / "bench.json").exists()
+    assert (tmp_path / "results" / "gpu" / "bench.json").exists()
 
 
 def test_figure_with_and_without_a_stored_gpu_run(res):

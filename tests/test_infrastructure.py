@@ -38,10 +38,10 @@ def test_provenance_has_the_fields_a_reader_needs():
 
 
 def test_stored_results_roundtrip_and_absence(tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("NORMEDU_ROOT", str(tmp_path))
     assert results.load_stored("nothing") is None
     path = results.save_stored("demo", {"x": [1, 2]}, command="python -m demo", device="cpu")
-    assert path == tmp_path / "gpu" / "demo.json"
+    assert path == tmp_path / "results" / "gpu" / "demo.json"
     rec = results.load_stored("demo")
     assert rec["data"] == {"x": [1, 2]}
     assert rec["provenance"]["command"] == "python -m demo"
@@ -119,3 +119,27 @@ def test_ledger_check_and_collect_compute_missing_chapters(tmp_path, monkeypatch
 def test_verdict_within():
     assert ledger.verdict_within(11.47, 11.5, 0.01) == "confirmed"
     assert ledger.verdict_within(10.0, 11.5, 0.01) == "not reproduced"
+
+
+def test_course_root_is_explicit_or_found_from_the_current_directory(tmp_path, monkeypatch):
+    from normedu import ledger, paths
+
+    monkeypatch.delenv("NORMEDU_ROOT", raising=False)
+    monkeypatch.delenv("NORMEDU_LEDGER_DIR", raising=False)
+    # Outside a checkout there is no root, whatever folder the package is installed in.
+    monkeypatch.chdir(tmp_path)
+    assert paths.course_root() is None
+    assert results.load_stored("prepost") is None
+    with pytest.raises(ValueError, match="NORMEDU_ROOT"):
+        ledger.ledger_dir()
+    # From a folder below a checkout (a chapter's kernel starts in book/).
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    (tmp_path / "book").mkdir()
+    monkeypatch.chdir(tmp_path / "book")
+    assert paths.course_root() == tmp_path.resolve()
+    assert ledger.ledger_dir() == tmp_path.resolve() / "_build" / "ledger"
+    # The explicit root wins.
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setenv("NORMEDU_ROOT", str(other))
+    assert results.stored_path("x") == other.resolve() / "results" / "gpu" / "x.json"

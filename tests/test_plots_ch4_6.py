@@ -117,7 +117,7 @@ def _fake_grid(depth: int) -> G.HighwayGrid:
 @pytest.fixture
 def fake_results_dir(tmp_path, monkeypatch):
     """A tmp results/ holding fake stored runs, so load_stored finds them."""
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("NORMEDU_ROOT", str(tmp_path))
     results.save_stored(
         "prepost",
         {"note": FAKE, "init": _fake_init().to_json(), "training": _fake_stability().to_json()},
