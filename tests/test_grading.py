@@ -374,6 +374,56 @@ def test_describe_difference_names_the_relation(make, phrase):
     assert diagnose.describe_difference(noise, expected) is None
 
 
+def _ln(x, axes, gamma=None, beta=None):
+    """LayerNorm-style formula written out here (independent of diagnose.normalize)."""
+    mu = x.mean(axis=axes, keepdims=True)
+    out = (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + 1e-5)
+    return out * (1 if gamma is None else gamma) + (0 if beta is None else beta)
+
+
+@pytest.mark.parametrize(
+    ("make", "phrase"),
+    [
+        (lambda x, g, b: _ln(x, 0, g, b), "computed over axis 0 instead of axis 2 (the last)"),
+        (lambda x, g, b: _ln(x, 1, g, b), "computed over axis 1 instead of axis 2"),
+        (lambda x, g, b: _ln(x, (0, 1, 2), g, b), "over every axis (the whole array)"),
+        (lambda x, g, b: _ln(x * g + b, -1), "wrong order (scale by γ → shift by β → normalize"),
+        (lambda x, g, b: (_ln(x, -1) + b) * g, "wrong order (normalize → shift by β → scale by γ"),
+        (lambda x, g, b: _ln(x * g, -1) + b, "wrong order (scale by γ → normalize → shift by β"),
+    ],
+    ids=["axis0", "axis1", "all-axes", "affine-first", "shift-then-scale", "scale-first"],
+)
+def test_generic_relations_describe_another_axis_and_another_order(make, phrase):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 4, 5)) + rng.standard_normal((3, 4, 1))
+    gamma, beta = rng.uniform(0.5, 2, 5), rng.standard_normal(5)
+    expected, actual = _ln(x, -1, gamma, beta), make(x, gamma, beta)
+    relations = diagnose.norm_relations(x, -1, gamma, beta)
+    with pytest.raises(compare.GradingError, match="How it differs") as err:
+        diagnose.check_against(actual, expected, "out", relations=relations)
+    assert phrase in str(err.value)
+    # An unrelated wrong answer matches none of them.
+    noise = expected + 0.1 * rng.standard_normal(x.shape)
+    assert diagnose.diagnose(noise, relations, expected) is None
+
+
+def test_a_students_wrong_order_is_described_by_the_layernorm_check():
+    from normedu.grading import layernorm
+
+    f = _define(
+        "import numpy as np\n"
+        "def layernorm_forward(x, gamma, beta, eps=1e-5):\n"
+        "    mu = x.mean(-1, keepdims=True)\n"
+        "    xhat = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)\n"
+        "    return (xhat + beta) * gamma\n",
+        "layernorm_forward",
+    )
+    rng = np.random.default_rng(3)
+    x, gamma, beta = rng.standard_normal((4, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
+    with pytest.raises(compare.GradingError, match="normalize → shift by β → scale by γ"):
+        layernorm.check_forward_on(f, x, gamma, beta)
+
+
 @pytest.mark.parametrize(
     ("wrong", "phrase"),
     [

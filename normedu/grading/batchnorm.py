@@ -23,6 +23,7 @@ from normedu.grading.diagnose import (
     check_affine_backward,
     check_against,
     explained_by_rerun,
+    norm_relations,
     normalize,
     normalize_backward,
 )
@@ -194,6 +195,7 @@ def check_forward_training(f: Callable) -> None:
                 expected,
                 f"out (training mode, eps={eps})",
                 _out_hypotheses(x, gamma, beta, rm, rv, eps),
+                relations=norm_relations(x, 0, gamma, beta, eps),
             )
 
 

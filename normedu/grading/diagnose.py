@@ -13,7 +13,8 @@ for each mistake; with the default switches they are the correct formulas.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,9 @@ __all__ = [
     "diagnose",
     "check_against",
     "describe_difference",
+    "other_axis_relations",
+    "wrong_order_relations",
+    "norm_relations",
     "retry_hint",
     "explained_by_rerun",
     "normalize",
@@ -84,18 +88,23 @@ def check_against(
     atol: float = 1e-8,
     hint: str = "",
     diag_tol: tuple[float, float] = (1e-7, 1e-9),
+    relations: Iterable[Hypothesis] = (),
 ) -> None:
     """Pass if ``actual`` matches ``expected``; else raise naming the likely mistake.
 
-    ``diag_tol`` is the (rtol, atol) used to match the mistake variants; loosen it for
-    float32 outputs.
+    Three tiers, most specific first: a catalogued mistake of ``hypotheses`` ("Likely cause:
+    ..."); a generic relation to the reference built from its structure, ``relations`` (see
+    :func:`norm_relations`: another axis, steps in another order); a simple relation between
+    the two arrays (:func:`describe_difference`). Both of the last give "How it differs: ...".
+    ``diag_tol`` is the (rtol, atol) used to match the variants; loosen it for float32 outputs.
     """
     if _matches(actual, expected, rtol, atol):
         return
     found = diagnose(actual, hypotheses, expected, *diag_tol)
     if found is not None:
         raise GradingError(f"{what} is wrong. Likely cause: {found}")
-    how = describe_difference(actual, expected)
+    # A relation "equals" under the same tolerance as the reference comparison itself.
+    how = diagnose(actual, relations, expected, rtol, atol) or describe_difference(actual, expected)
     if how is not None:
         hint = f"How it differs: {how}. {hint}".strip()
     assert_close(actual, expected, what, rtol=rtol, atol=atol, hint=hint)
@@ -279,6 +288,109 @@ def describe_difference(actual: Any, expected: Any) -> str | None:
             if np.ptp(ratio) > 1e-9 and _close(af, e * ratio):
                 return f"each {unit} is scaled by a factor of its own (a scale per {unit}, {where})"
     return None
+
+
+#: Axes reduced over: one axis, or several.
+Axes = int | tuple[int, ...]
+
+
+def _axes_text(axes: Axes, ndim: int) -> str:
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    axes = tuple(sorted(a % ndim for a in axes))
+    if len(axes) == ndim:
+        return "every axis (the whole array)"
+    if len(axes) == 1:
+        return f"axis {axes[0]}" + (" (the last)" if axes[0] == ndim - 1 else "")
+    return "axes " + ", ".join(map(str, axes))
+
+
+def other_axis_relations(
+    reference_over: Callable[[Axes], Any], ndim: int, right: Axes
+) -> list[Hypothesis]:
+    """ "It equals the reference computed over another axis", for every other choice of axes.
+
+    ``reference_over(axes)`` is the reference reducing over ``axes`` instead of ``right`` (the
+    caller's own function with the axis as a parameter). Tried: each single axis, every axis at
+    once, and every axis but the last, except ``right`` itself.
+    """
+
+    def norm(a: Axes) -> tuple[int, ...]:
+        return tuple(sorted({i % ndim for i in ((a,) if isinstance(a, int) else a)}))
+
+    choices = [(i,) for i in range(ndim)] + [tuple(range(ndim)), tuple(range(ndim - 1))]
+    seen, out = {norm(right)}, []
+    for axes in choices:
+        if not axes or norm(axes) in seen:
+            continue
+        seen.add(norm(axes))
+        message = (
+            f"it equals the reference computed over {_axes_text(axes, ndim)} instead of "
+            f"{_axes_text(right, ndim)}: check the axis of every reduction (mean, var, sum)"
+        )
+        out.append((message, lambda axes=axes: reference_over(axes if len(axes) > 1 else axes[0])))
+    return out
+
+
+def wrong_order_relations(
+    x: Any, steps: Sequence[tuple[str, Callable[[np.ndarray], np.ndarray]]]
+) -> list[Hypothesis]:
+    """ "Its steps are composed in another order", for every other order of ``steps``.
+
+    ``steps`` is the reference as a pipeline ``[(name, fn), ...]`` applied to ``x`` in that
+    order (each ``fn`` maps an array to an array), e.g. normalize, scale by γ, shift by β.
+    """
+    out = []
+    for order in itertools.permutations(range(len(steps))):
+        if list(order) == sorted(order):
+            continue
+
+        def run(order=order):
+            z = np.asarray(x, dtype=np.float64)
+            for i in order:
+                z = steps[i][1](z)
+            return z
+
+        got = " → ".join(steps[i][0] for i in order)
+        want = " → ".join(name for name, _ in steps)
+        out.append(
+            (f"it equals the right steps composed in the wrong order ({got}; the reference "
+             f"does {want})", run)
+        )  # fmt: skip
+    return out
+
+
+def norm_relations(
+    x: Any,
+    axes: Axes,
+    gamma: Any = None,
+    beta: Any = None,
+    eps: float = 1e-5,
+    *,
+    center: bool = True,
+) -> list[Hypothesis]:
+    """The generic relations of a normalization ``gamma * (x - mean) / sqrt(var + eps) + beta``
+    over ``axes`` (``center=False``: RMSNorm's x / rms): the same formula over another axis,
+    and its steps (normalize, scale by γ, shift by β) in another order."""
+    x = np.asarray(x, dtype=np.float64)
+
+    def standardize(z: np.ndarray, a: Axes) -> np.ndarray:
+        if center:
+            return normalize(z, a, eps=eps)
+        return z / np.sqrt((z * z).mean(axis=a, keepdims=True) + eps)
+
+    steps = [("normalize", lambda z: standardize(z, axes))]
+    if gamma is not None:
+        steps.append(("scale by γ", lambda z: z * gamma))
+    if beta is not None:
+        steps.append(("shift by β", lambda z: z + beta))
+
+    def over(a: Axes) -> np.ndarray:
+        z = standardize(x, a)
+        for _, step in steps[1:]:
+            z = step(z)
+        return z
+
+    return other_axis_relations(over, x.ndim, axes) + wrong_order_relations(x, steps)
 
 
 def retry_hint(

@@ -21,6 +21,7 @@ from normedu.grading.diagnose import (
     check_affine_backward,
     check_against,
     explained_by_rerun,
+    norm_relations,
     normalize,
     normalize_backward,
 )
@@ -132,6 +133,7 @@ def check_forward_on(
             _hypotheses(x, gamma, beta, eps) if float64 else (),
             rtol=rtol,
             atol=atol,
+            relations=norm_relations(x, -1, gamma, beta, eps),
         )
 
 

@@ -22,6 +22,7 @@ from normedu.grading.diagnose import (
     Hypothesis,
     check_against,
     explained_by_rerun,
+    norm_relations,
     normalize_backward,
 )
 from normedu.grading.gradcheck import numerical_gradient
@@ -139,6 +140,7 @@ def check_forward_on(
             _hypotheses(x, gamma, eps) if float64 else (),
             rtol=rtol,
             atol=atol,
+            relations=norm_relations(x, -1, gamma, None, eps, center=False),
         )
 
 
