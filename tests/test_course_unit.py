@@ -5,8 +5,8 @@ The end-to-end runs with real nbgrader grading are in tests/test_course_e2e.py (
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -226,48 +226,90 @@ def test_default_mix_is_forty_students():
 
 
 # -- sandbox and worker -------------------------------------------------------------------
-def _sandboxed(tmp_path, code: str, *extra: str) -> subprocess.CompletedProcess:
+def _sandboxed(tmp_path, code: str, via: str, **limits) -> str:
+    """Run ``code`` confined as a grading kernel is, and return what it printed.
+
+    via "exec": the wrapper ``python -m normedu.course.sandbox ... -- python -c code``; via
+    "zygote": a real kernel forked by :class:`normedu.course.zygote.Zygote` (the grading
+    workers' path), started and driven through ``SandboxKernelManager``.
+    """
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "normedu.course.sandbox",
-        "--workdir",
-        str(work),
-        *extra,
-        "--",
-        sys.executable,
-        "-c",
-        code,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-@needs_linux
-def test_sandbox_memory_cap_raises_memory_error(tmp_path):
-    code = "import numpy as np\ntry:\n    np.ones(2**31)\nexcept MemoryError:\n    print('capped')"
-    out = _sandboxed(tmp_path, code, "--memory-mb", "1024", "--landlock", "off")
-    assert out.stdout.strip() == "capped", out.stderr
-
-
-@needs_linux
-def test_sandbox_environment_is_scrubbed(tmp_path):
-    os.environ["NORMEDU_SECRET_TEST"] = "leak"
-    try:
-        code = (
-            "import os; print(os.getcwd()); print(os.environ['HOME']); "
-            "print('NORMEDU_SECRET_TEST' in os.environ)"
+    if via == "exec":
+        flags = [f"--{k.replace('_', '-')}={v}" for k, v in limits.items()]
+        cmd = [sys.executable, "-m", "normedu.course.sandbox", f"--workdir={work}", *flags]
+        out = subprocess.run(
+            [*cmd, "--", sys.executable, "-c", code], capture_output=True, text=True, timeout=120
         )
-        out = _sandboxed(tmp_path, code, "--landlock", "off")
+        assert not out.returncode, out.stderr
+        return out.stdout
+    return asyncio.run(_in_forked_kernel(work, code, limits))
+
+
+async def _in_forked_kernel(work, code: str, limits: dict) -> str:
+    from normedu.course.sandbox import SandboxKernelManager
+    from normedu.course.zygote import Zygote
+
+    zygote = Zygote(threads=1)
+    km = SandboxKernelManager(
+        kernel_name="python3",
+        sandbox_workdir=str(work),
+        sandbox_memory_mb=int(limits.get("memory_mb", 0)),
+        sandbox_landlock=limits.get("landlock", "auto"),
+        sandbox_zygote=zygote,
+        transport="ipc",
+        ip=str(work / "kernel"),
+    )
+    printed: list[str] = []
+    try:
+        await km.start_kernel()
+        # It is the zygote's child, not a process started from scratch.
+        assert psutil.Process(km.provisioner.pid).ppid() == zygote.pid
+        kc = km.client()
+        kc.start_channels()
+        await kc.wait_for_ready(timeout=60)
+
+        def hook(msg):
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                printed.append("\n".join(msg["content"]["traceback"]))
+
+        await kc.execute_interactive(code, output_hook=hook, timeout=60)
+        kc.stop_channels()
     finally:
-        del os.environ["NORMEDU_SECRET_TEST"]
-    cwd, home, leaked = out.stdout.split()
-    assert cwd == home == str((tmp_path / "work").resolve()) and leaked == "False"
+        await km.shutdown_kernel(now=True)
+        zygote.close()
+    return "".join(printed)
+
+
+VIAS = pytest.mark.parametrize("via", ["exec", "zygote"])
+
+
+@needs_linux
+@VIAS
+def test_sandbox_memory_cap_raises_memory_error(tmp_path, via):
+    code = "import numpy as np\ntry:\n    np.ones(2**31)\nexcept MemoryError:\n    print('capped')"
+    out = _sandboxed(tmp_path, code, via, memory_mb=1024, landlock="off")
+    assert out.strip() == "capped", out
+
+
+@needs_linux
+@VIAS
+def test_sandbox_environment_is_scrubbed(tmp_path, via, monkeypatch):
+    monkeypatch.setenv("NORMEDU_SECRET_TEST", "leak")
+    code = (
+        "import os, tempfile; print(os.getcwd()); print(os.environ['HOME']); "
+        "print(tempfile.gettempdir()); print('NORMEDU_SECRET_TEST' in os.environ)"
+    )
+    cwd, home, tmp, leaked = _sandboxed(tmp_path, code, via, landlock="off").split()
+    work = str((tmp_path / "work").resolve())
+    assert cwd == home == work and tmp == f"{work}/.tmp" and leaked == "False"
 
 
 @pytest.mark.skipif(landlock_abi() < 1, reason="the Linux kernel has no Landlock")
-def test_landlock_blocks_writes_and_reads_outside_the_working_copy(tmp_path):
+@VIAS
+def test_landlock_blocks_writes_and_reads_outside_the_working_copy(tmp_path, via):
     victim = tmp_path / "gradebook.db"
     victim.write_text("grades")
     code = (
@@ -281,10 +323,37 @@ def test_landlock_blocks_writes_and_reads_outside_the_working_copy(tmp_path):
         f"try:\n    os.remove({str(victim)!r}); print('removed')\n"
         "except PermissionError:\n    print('denied')\n"
     )
-    out = _sandboxed(tmp_path, code, "--landlock", "on")
-    assert out.stdout.split() == ["denied"] * 4, out.stderr
+    out = _sandboxed(tmp_path, code, via, landlock="on")
+    assert out.split() == ["denied"] * 4, out
     assert victim.read_text() == "grades"
     assert (tmp_path / "work" / "mine.txt").read_text() == "ok"
+
+
+def test_only_an_ipython_kernel_of_this_interpreter_is_forked():
+    from normedu.course.zygote import kernel_arguments
+
+    wrapper = [sys.executable, "-m", "normedu.course.sandbox", "--workdir", "w", "--"]
+    kernel = [sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", "c.json"]
+    assert kernel_arguments(wrapper + kernel) == ["-f", "c.json"]
+    assert kernel_arguments(kernel) == ["-f", "c.json"]
+    assert kernel_arguments(["/usr/bin/other-python", *kernel[1:]]) is None
+    assert kernel_arguments([sys.executable, "-m", "other_kernel", "-f", "c.json"]) is None
+
+
+def test_may_run_long_spots_loops_and_blocking_calls(tmp_path):
+    from normedu.course.checks import may_run_long
+
+    def nb(source):
+        path = tmp_path / f"{abs(hash(source))}.ipynb"
+        path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": source}]}))
+        return path
+
+    assert may_run_long(nb("while True:\n    pass"))
+    assert may_run_long(nb("import time\ntime.sleep(100)"))
+    assert not may_run_long(nb("x = ', '.join(['a'])\nfor i in range(3):\n    x += 'b'"))
+    assert not may_run_long(nb("def f(:"))  # not Python: nothing to tell
+    (tmp_path / "broken.ipynb").write_text("{")
+    assert not may_run_long(tmp_path / "broken.ipynb")
 
 
 @needs_linux
@@ -344,10 +413,9 @@ def test_a_second_grading_run_on_the_same_course_is_refused(tmp_path):
 
 
 def test_stored_benchmark_table(tmp_path, monkeypatch):
-    import normedu.results
     from normedu.course.grading_bench import stored_markdown
 
-    monkeypatch.setattr(normedu.results, "RESULTS_DIR", tmp_path)
+    monkeypatch.setenv("NORMEDU_ROOT", str(tmp_path))
     assert "Not measured yet" in stored_markdown()
     record = {
         "provenance": {
@@ -360,15 +428,15 @@ def test_stored_benchmark_table(tmp_path, monkeypatch):
             "cell_timeout_s": 10, "sandbox": "s", "import_numpy_s": 0.2, "import_torch_s": 1.5,
         },
     }  # fmt: skip
-    (tmp_path / "cpu").mkdir()
-    (tmp_path / "cpu" / "grade_bench.json").write_text(json.dumps(record))
+    (tmp_path / "results" / "cpu").mkdir(parents=True)
+    (tmp_path / "results" / "cpu" / "grade_bench.json").write_text(json.dumps(record))
     table = stored_markdown()
     assert "| speed-up | 2.00x |" in table and "2.50 s per submission" in table
     assert "numpy and torch 1.50 s" in table and "2026-11-29T19:00:00Z" in table
     assert "does not exceed the number of workers" in table and "| not measured |" in table
     # A speed-up above the worker count can only come from a changing load: the page says so.
     record["data"].update(speedup=3.0, stock_nbgrader_s=200.0)
-    (tmp_path / "cpu" / "grade_bench.json").write_text(json.dumps(record))
+    (tmp_path / "results" / "cpu" / "grade_bench.json").write_text(json.dumps(record))
     table = stored_markdown()
     assert "exceeds the number of workers (2)" in table
     assert "200.0 s, 5.00 s per submission" in table and "took 0.50x the time of stock" in table

@@ -45,6 +45,7 @@ from .checks import (
     assignment_mismatch,
     belongs_to,
     expected_cells,
+    may_run_long,
     read_notebook,
     tampering,
     untouched,
@@ -239,6 +240,9 @@ def _queue(run: _Run, everyone: list[str]) -> list[tuple[str, Path, str]]:
             run.report.skipped.append(student)
         else:
             queue.append((student, path, sha))
+    # Longest first, as far as a glance at the source can tell (a stable sort: roster order
+    # otherwise): a submission that sleeps to its time limit then overlaps the others.
+    queue.sort(key=lambda item: not may_run_long(item[1]))
     return queue
 
 
@@ -331,7 +335,14 @@ def _grade(run: _Run, everyone: list[str]) -> AutogradeReport:
     pool = None
     try:
         if queue:
-            pool = Pool(run.jobs, run.limits.wall_timeout, run.base, run.progress, len(queue))
+            pool = Pool(
+                run.jobs,
+                run.limits.wall_timeout,
+                run.base,
+                run.progress,
+                len(queue),
+                threads=stages.threads,
+            )
         finished: list[tuple[Job, dict]] = []
         while queue or (pool and pool.busy()) or finished:
             while queue and pool.room() is not None:

@@ -164,3 +164,38 @@ def tampering(nb, expected: list[SourceCell]) -> list[str]:
         elif _normal(cell.source) != _normal(released(src.source)):
             found.append(f"test cell {src.grade_id!r} was edited (original restored for grading)")
     return found
+
+
+#: Calls that can keep a cell busy without using the CPU, or forever.
+_MAY_BLOCK = {"sleep", "input", "pause"}
+
+
+def may_run_long(path: str | Path) -> bool:
+    """Does any code cell hold a ``while`` loop or a call that may block (``time.sleep``,
+    ``input``, ...)? Such a submission is graded first: one that runs to its time limit
+    started last would hold the whole run up to that limit after every other one is done.
+    A cheap scan of the source (nothing runs); an unreadable file is not long."""
+    import ast
+
+    try:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        cells = nb["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.While):
+                return True
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                if name in _MAY_BLOCK:
+                    return True
+    return False

@@ -39,14 +39,15 @@ class Worker:
 
     PREFETCH = 2
 
-    def __init__(self, env: dict, logdir: Path, index: int):
+    def __init__(self, env: dict, logdir: Path, index: int, threads: int = 1):
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         self.log_path = logdir / f"worker-{index}.log"
         command = [sys.executable, "-m", "normedu.course.worker", "--serve"]
+        pipes = [str(to_worker_r), str(from_worker_w)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [*command, str(to_worker_r), str(from_worker_w)],
+                [*command, *pipes, f"--threads={threads}"],
                 cwd=logdir,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -108,7 +109,9 @@ class Pool:
     the finished ones, each as ``(job, result)``. A worker that dies or hangs past the backstop
     yields results with ``worker_failed`` for its jobs and is replaced."""
 
-    def __init__(self, jobs: int, wall: float, logdir: Path, progress: bool, total: int):
+    def __init__(
+        self, jobs: int, wall: float, logdir: Path, progress: bool, total: int, threads: int = 1
+    ):
         from tqdm.std import tqdm  # plain text bar: also readable in logs and static pages
 
         env = dict(os.environ)
@@ -117,7 +120,7 @@ class Pool:
         env["PYTHONPATH"] = pkg_parent + (os.pathsep + extra if extra else "")
         env["PYTHONHASHSEED"] = "0"
         env["JUPYTER_RUNTIME_DIR"] = str(logdir / "runtime")
-        self._env, self._logdir, self._wall = env, logdir, wall
+        self._env, self._logdir, self._wall, self._threads = env, logdir, wall, threads
         self._spawned = 0
         self.workers = [self._spawn() for _ in range(jobs)]
         self.bar = tqdm(
@@ -126,7 +129,7 @@ class Pool:
 
     def _spawn(self) -> Worker:
         self._spawned += 1
-        return Worker(self._env, self._logdir, self._spawned)
+        return Worker(self._env, self._logdir, self._spawned, self._threads)
 
     def room(self) -> Worker | None:
         """The least loaded worker with room for a job (a dead idle one is replaced)."""

@@ -155,6 +155,42 @@ def kernel_env(workdir: str, threads: int) -> dict[str, str]:
     return env
 
 
+def confine(
+    workdir: str,
+    *,
+    memory_mb: int = 0,
+    fsize_mb: int = 64,
+    threads: int = 1,
+    landlock: str = "auto",
+    readable: list[str] | tuple[str, ...] = (),
+) -> dict[str, str]:
+    """Confine THIS process (see the module docstring) and return the kernel's environment.
+
+    Called by :func:`main` just before it ``exec``s the kernel, and by a forked kernel of
+    :mod:`.zygote` before it starts. ``readable``: extra read-only paths (the connection file).
+    """
+    workdir = os.path.realpath(workdir)
+    os.chdir(workdir)
+    env = kernel_env(workdir, threads)
+    # Die with the process that started us: an orphaned kernel must never outlive grading.
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        sys.exit(1)
+    if memory_mb > 0:
+        cap = memory_mb * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    fsize = fsize_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if landlock != "off":
+        try:
+            _apply_landlock(workdir, read_only_paths() + list(readable))
+        except OSError as exc:
+            if landlock == "on":
+                raise SystemExit(f"sandbox: Landlock requested but unavailable: {exc}") from exc
+    return env
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m normedu.course.sandbox")
     parser.add_argument("--workdir", required=True)
@@ -168,44 +204,59 @@ def main(argv: list[str] | None = None) -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no kernel command after --")
-    workdir = os.path.realpath(args.workdir)
-    os.chdir(workdir)
-    env = kernel_env(workdir, args.threads)
-    # Die with the worker: an orphaned kernel must never outlive grading.
-    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:  # the worker died before prctl took effect
-        sys.exit(1)
-    if args.memory_mb > 0:
-        cap = args.memory_mb * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    fsize = args.fsize_mb * 2**20
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if args.landlock != "off":
-        readable = read_only_paths() + args.readable
-        # The kernel reads its connection file (``-f <file>``) once at start-up.
-        readable += [a for a in command if a.endswith(".json") and os.path.isfile(a)]
-        try:
-            _apply_landlock(workdir, readable)
-        except OSError as exc:
-            if args.landlock == "on":
-                raise SystemExit(f"sandbox: Landlock requested but unavailable: {exc}") from exc
+    # The kernel reads its connection file (``-f <file>``) once at start-up.
+    connection = [a for a in command if a.endswith(".json") and os.path.isfile(a)]
+    env = confine(
+        args.workdir,
+        memory_mb=args.memory_mb,
+        fsize_mb=args.fsize_mb,
+        threads=args.threads,
+        landlock=args.landlock,
+        readable=args.readable + connection,
+    )
     os.execve(command[0], command, env)
 
 
 # -- the kernel manager ---------------------------------------------------------------------
 def _kernel_manager_class():
     from jupyter_client.manager import AsyncKernelManager
-    from traitlets import Int, List, Unicode
+    from traitlets import Any, Int, List, Unicode
 
     class SandboxKernelManager(AsyncKernelManager):
-        """An ``AsyncKernelManager`` that starts the kernel through :func:`main`."""
+        """An ``AsyncKernelManager`` that starts the kernel through :func:`main`, or, given a
+        ``sandbox_zygote`` (:class:`.zygote.Zygote`), forks it from there with the same
+        confinement (:func:`confine`)."""
 
         sandbox_workdir = Unicode("").tag(config=True)
         sandbox_memory_mb = Int(0).tag(config=True)
         sandbox_threads = Int(1).tag(config=True)
         sandbox_landlock = Unicode("auto").tag(config=True)
         sandbox_readable = List(Unicode()).tag(config=True)
+        sandbox_zygote = Any(None, allow_none=True)
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            from .zygote import kernel_arguments
+
+            argv = kernel_arguments(kernel_cmd)
+            if self.sandbox_zygote is None or argv is None:
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            process = self.sandbox_zygote.spawn(
+                argv,
+                {
+                    "workdir": self.sandbox_workdir,
+                    "memory_mb": self.sandbox_memory_mb,
+                    "threads": self.sandbox_threads,
+                    "landlock": self.sandbox_landlock,
+                    "readable": list(self.sandbox_readable),
+                },
+            )
+            # What LocalProvisioner.launch_kernel records for a process it started itself.
+            provisioner = self.provisioner
+            # The fork calls setsid(): its process group, like a kernel started in a new session.
+            provisioner.process, provisioner.pid = process, process.pid
+            provisioner.pgid = process.pid
+            provisioner.cwd = self.sandbox_workdir
+            self._reconcile_connection_info(provisioner.connection_info)
 
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = super().format_kernel_cmd(extra_arguments)

@@ -29,6 +29,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -68,14 +69,16 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def kill_descendants(pid: int | None = None, rounds: int = 20, keep: int | None = None) -> int:
-    """SIGKILL every descendant of ``pid`` (default: this process) except ``keep`` (the next
-    job's kernel, started by this worker and not yet given any code). Returns how many were
-    killed. Repeats, because a process may fork while its parent is being killed."""
+def kill_descendants(pid: int | None = None, rounds: int = 20, keep: Iterable[int] = ()) -> int:
+    """SIGKILL every descendant of ``pid`` (default: this process) except those in ``keep``
+    (the kernel zygote, and the next job's kernel, started by this worker and not yet given
+    any code). Returns how many were killed. Repeats, because a process may fork while its
+    parent is being killed."""
     pid = os.getpid() if pid is None else pid
+    keep = set(keep)
     killed = 0
     for _ in range(rounds):
-        victims = [v for v in descendants(pid) if v != keep]
+        victims = [v for v in descendants(pid) if v not in keep]
         if not victims:
             break
         for victim in victims:
@@ -91,7 +94,7 @@ def kill_descendants(pid: int | None = None, rounds: int = 20, keep: int | None 
                     os.waitpid(victim, os.WNOHANG)
                 except ChildProcessError:
                     pass
-            if not set(victims) & set(descendants(pid)):  # (``keep`` is not a victim)
+            if not set(victims) & set(descendants(pid)):  # (``keep`` holds no victim)
                 break
             time.sleep(0.01)
     return killed
@@ -165,7 +168,13 @@ async def _execute_cells(client, nb, state: dict) -> None:
 
 
 #: Arguments of every kernel (also those started ahead of their job).
-KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:"]
+KERNEL_ARGUMENTS = [
+    "--HistoryManager.hist_file=:memory:",
+    # Plain tracebacks: IPython's default (with source context) took about 0.1 s per failing
+    # test cell here, most of the time of a wrong submission. Students see the same frames
+    # (their cells and the test line; the grading code's are dropped, see nbgrader_bridge).
+    "--InteractiveShell.xmode=Plain",
+]
 
 
 def _settings(job: dict, kernel_name: str = "python3") -> tuple:
@@ -178,7 +187,7 @@ def _settings(job: dict, kernel_name: str = "python3") -> tuple:
     )
 
 
-def _kernel_manager(settings: tuple, workdir: Path):
+def _kernel_manager(settings: tuple, workdir: Path, zygote=None):
     from .sandbox import SandboxKernelManager
 
     kernel_name, memory_mb, threads, landlock = settings
@@ -188,6 +197,7 @@ def _kernel_manager(settings: tuple, workdir: Path):
         sandbox_memory_mb=memory_mb,
         sandbox_threads=threads,
         sandbox_landlock=landlock,
+        sandbox_zygote=zygote,
         # Unix sockets in the kernel's own working copy (where Landlock lets it create them):
         # no TCP port races between parallel kernels, no warning about unencrypted TCP.
         transport="ipc",
@@ -200,12 +210,12 @@ class Spare:
     start-up (a Python process importing ipykernel) overlaps the job before it. It has run
     nothing when its job takes it; the job's notebook is copied into its working copy then."""
 
-    def __init__(self, settings: tuple):
+    def __init__(self, settings: tuple, zygote=None):
         import tempfile
 
         self.settings = settings
         self.workdir = Path(tempfile.mkdtemp(prefix="normedu-kernel-"))
-        self.km = _kernel_manager(settings, self.workdir)
+        self.km = _kernel_manager(settings, self.workdir, zygote)
         asyncio.run(self.km.start_kernel(extra_arguments=list(KERNEL_ARGUMENTS)))
 
     @property
@@ -220,12 +230,13 @@ class Spare:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def run_job(job: dict, spare: Spare | None = None, keep: int | None = None) -> dict:
+def run_job(job: dict, spare: Spare | None = None, keep: Iterable[int] = (), zygote=None) -> dict:
     """Execute ``job["notebook"]`` and write ``job["executed"]`` and ``job["result"]``.
 
     ``spare``: a kernel already started with this job's settings (its working copy replaces
-    ``job["workdir"]``); without one, a kernel is started here. ``keep``: the pid of the next
-    job's kernel, spared when this job's processes are killed.
+    ``job["workdir"]``); without one, a kernel is started here. ``keep``: pids spared when
+    this job's processes are killed (the zygote, the next job's kernel). ``zygote``: forks
+    the kernel started here, if any (:mod:`.zygote`).
     """
     import nbformat
     from nbclient.exceptions import DeadKernelError
@@ -243,7 +254,7 @@ def run_job(job: dict, spare: Spare | None = None, keep: int | None = None) -> d
             spare.discard()
         workdir = Path(job["workdir"])
         workdir.mkdir(parents=True, exist_ok=True)
-        km = _kernel_manager(settings, workdir)
+        km = _kernel_manager(settings, workdir, zygote)
     # The working copy: the student's notebook and nothing else of the course.
     shutil.copy(job["notebook"], workdir / Path(job["notebook"]).name)
     state: dict = {"next": 0, "timeout_cells": []}
@@ -302,7 +313,7 @@ def run_job(job: dict, spare: Spare | None = None, keep: int | None = None) -> d
     return result
 
 
-def serve(read_fd: int, write_fd: int) -> None:
+def serve(read_fd: int, write_fd: int, threads: int | None = None) -> None:
     """Run jobs until the parent closes the pipe: each line read is a job file; each answer
     written is that job's file name, once its result is written. The pipes are private fds,
     not stdout, which the kernel shares (a student's ``os.write(1, ...)`` cannot fake an
@@ -311,8 +322,34 @@ def serve(read_fd: int, write_fd: int) -> None:
     While a job runs, the kernel of the NEXT job is already starting (:class:`Spare`, with the
     settings of the current job): kernel start-up overlaps execution and tear-down. Every
     other process the job left is killed before its answer is written.
+
+    Kernels are forked from a zygote (:mod:`.zygote`), one per thread setting; ``threads``
+    starts that of the grading run at once, while the first job is still being prepared.
     """
+    from .zygote import Zygote
+
     spare: Spare | None = None
+    zygotes: dict[int, Zygote | None] = {}  # by thread count, the one setting it fixes
+
+    def zygote_for(settings: tuple) -> Zygote | None:
+        threads = settings[2]
+        if threads not in zygotes:
+            try:
+                zygotes[threads] = Zygote(threads)
+            except Exception:  # no zygote: kernels start from scratch, as without one
+                import traceback
+
+                traceback.print_exc()
+                zygotes[threads] = None
+        return zygotes[threads]
+
+    if threads is not None:
+        zygote_for(("python3", 0, threads, "auto"))
+
+    def kept() -> list[int]:
+        pids = [z.pid for z in zygotes.values() if z is not None]
+        return pids + ([spare.pid] if spare is not None and spare.pid else [])
+
     with os.fdopen(read_fd, "r") as jobs, os.fdopen(write_fd, "w") as answers:
         for line in jobs:
             job_file = line.strip()
@@ -321,37 +358,45 @@ def serve(read_fd: int, write_fd: int) -> None:
             current, spare = spare, None
             try:
                 job = json.loads(Path(job_file).read_text())
+                zygote = zygote_for(_settings(job))
                 try:
-                    spare = Spare(_settings(job))
+                    spare = Spare(_settings(job), zygote)
                 except Exception:  # no spare: the next job starts its own kernel
                     import traceback
 
                     traceback.print_exc()
                     spare = None
-                run_job(job, current, keep=spare.pid if spare is not None else None)
+                run_job(job, current, keep=kept(), zygote=zygote)
             except Exception:  # report, and keep serving the next submission
                 import traceback
 
                 traceback.print_exc()
             finally:
-                kill_descendants(keep=spare.pid if spare is not None else None)
+                kill_descendants(keep=kept())
                 if current is not None:
                     shutil.rmtree(current.workdir, ignore_errors=True)
             answers.write(job_file + "\n")
             answers.flush()
     if spare is not None:
         spare.discard()
+    for zygote in zygotes.values():
+        if zygote is not None:
+            zygote.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    threads = None
+    if argv[-1:] and argv[-1].startswith("--threads="):
+        threads, argv = int(argv[-1].split("=", 1)[1]), argv[:-1]
     if len(argv) == 3 and argv[0] == "--serve":
         mode = "serve"
     elif len(argv) == 1:
         mode = "one"
     else:
         raise SystemExit(
-            "usage: python -m normedu.course.worker (JOB.json | --serve READ_FD WRITE_FD)"
+            "usage: python -m normedu.course.worker "
+            "(JOB.json | --serve READ_FD WRITE_FD [--threads=N])"
         )
     if sys.platform.startswith("linux"):
         # Orphans of the kernel are re-parented to us, so kill_descendants() finds them.
@@ -360,7 +405,7 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.basicConfig(level=logging.CRITICAL)
     if mode == "serve":
-        serve(int(argv[1]), int(argv[2]))
+        serve(int(argv[1]), int(argv[2]), threads)
         return
     try:
         run_job(json.loads(Path(argv[0]).read_text()))
