@@ -9,7 +9,13 @@ the repository's gradebook), with the course's one nbgrader configuration
 2. autograding scores the solution notebook full marks and the untouched release 0;
 3. ONE catalogued mistake per answer cell (the first of :mod:`normedu.grading.mistakes` for
    that cell) scores strictly less than full marks, and a failing test's output names it;
-4. test cells edited to ``assert True`` and deleted test cells score 0.
+4. a release whose test cells are edited to ``assert True`` (half of them) or deleted (the
+   other half) scores 0.
+
+Submissions are graded by ``normedu autograde`` (one worker): nbgrader's own preprocessors
+restore the test cells from the gradebook, execute, and score, as in stock
+``nbgrader autograde``, plus the course's sandbox. Stock ``nbgrader autograde`` itself, which
+Formgrader's button runs, is proven once below with the course configuration.
 
 Where coverage lives: the WHOLE mistake catalog (and the library shortcuts) is proven
 in-process by ``tests/test_grading.py``, which executes the same test cells, hidden ones
@@ -140,13 +146,17 @@ def test_assignment_is_graded_correctly(assignment, course):
         "solution": (solution, None),
         "blank": (release, None),
     }
+    # Half of the test cells edited to pass, the other half deleted: nbgrader restores both.
+    tests = [c.metadata.nbgrader.grade_id for c in _grade_cells(release)]
     tampered = release
-    for cell in _grade_cells(release):
-        tampered = _replace_cell(tampered, cell.metadata.nbgrader.grade_id, "assert True")
+    for gid in tests[::2]:
+        tampered = _replace_cell(tampered, gid, "assert True")
+    tampered.cells = [
+        c
+        for c in tampered.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") not in tests[1::2]
+    ]
     subs["tampered"] = (tampered, None)
-    deleted = nbformat.from_dict(json.loads(json.dumps(release)))
-    deleted.cells = [c for c in deleted.cells if not c.metadata.get("nbgrader", {}).get("grade")]
-    subs["deleted"] = (deleted, None)
     # One mistake per answer cell; the rest of the catalog is proven by tests/test_grading.py.
     firsts: dict[str, mistakes.Mistake] = {}
     for m in mistakes.for_assignment(assignment):
@@ -161,10 +171,10 @@ def test_assignment_is_graded_correctly(assignment, course):
         folder.mkdir(parents=True)
         nbformat.write(nb, folder / name)
 
-    # Kernels talk over Unix sockets (the course configuration's ipc transport): no TCP
-    # port can collide with a kernel of another test worker, so there is nothing to retry.
-    result = api.autograde(assignment, "*", force=True)
-    assert result["success"], result.get("error", "") + result.get("log", "")[-3000:]
+    from normedu.course.autograde import autograde
+
+    report = autograde(Course(root=root), assignment, jobs=1, force=True)
+    assert not report.errors, report.errors
 
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         scores = {}
@@ -175,7 +185,7 @@ def test_assignment_is_graded_correctly(assignment, course):
     assert full > 0
     assert scores["solution"][0] == full, scores["solution"]
     assert not any(v[2] for v in scores.values()), "no cell may need manual grading"
-    for sid in ("blank", "tampered", "deleted"):
+    for sid in ("blank", "tampered"):
         assert scores[sid][0] == 0, (sid, scores[sid])
         assert scores[sid][1] == full, (sid, scores[sid])
 
