@@ -481,3 +481,11 @@ def test_root_nbgrader_config_is_the_course_configuration():
     assert Path(truth.Exchange.root).is_relative_to(repo) and Path(truth.Exchange.root).is_dir()
     assert truth.KernelManager.transport == "ipc"
     assert truth.OverwriteCells.add_missing_cells is True
+
+
+def test_only_assignments_that_import_torch_get_it_preloaded():
+    from normedu.course.autograde import preloads
+
+    course = Course(root=Path(__file__).resolve().parent.parent)
+    assert preloads(course, "rmsnorm", "rmsnorm") == ("torch",)
+    assert preloads(course, "layernorm", "layernorm") == ()

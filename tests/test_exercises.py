@@ -53,20 +53,32 @@ pytestmark = [
 ]
 
 
+@pytest.fixture(scope="module")
+def shared_course(tmp_path_factory):
+    """One temporary course holding every assignment's source, and its nbgrader API.
+
+    Shared by the tests of one worker: creating a gradebook costs seconds (nbgrader runs
+    ``alembic``), adding an assignment to it a fraction of one. Each test uses its own
+    assignment, so they do not see each other's submissions."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copytree(REPO / "solutions", root / "solutions")
+    return root, Course(root=root).api(ExecutePreprocessor={"timeout": 120})
+
+
 @pytest.fixture
-def course(tmp_path, monkeypatch):
-    """A temporary course directory with one assignment's source; returns (root, api)."""
+def course(shared_course, monkeypatch):
+    """``course(assignment)`` generates the release of ``assignment`` in the shared course;
+    returns (root, api)."""
+    root, api = shared_course
     # nbgrader calls the `alembic` executable of its environment.
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(root)
     warnings.filterwarnings("ignore")
 
     def make(assignment: str):
-        shutil.copytree(REPO / "solutions" / assignment, tmp_path / "solutions" / assignment)
-        api = Course(root=tmp_path).api(ExecutePreprocessor={"timeout": 120})
         result = api.generate_assignment(assignment, force=True)
         assert result["success"], result.get("error", "") + result.get("log", "")
-        return tmp_path, api
+        return root, api
 
     return make
 
@@ -202,13 +214,20 @@ def test_assignment_is_graded_correctly(assignment, course):
 
 
 @pytest.mark.slow
-def test_stock_nbgrader_feedback_hides_hidden_tests(course):
-    """Stock `nbgrader generate_feedback` from a course copy with the root nbgrader_config.py:
-    the hidden tests' source and tracebacks stay out of the HTML, and so do the grading
-    machine's paths and the frames inside the grading code."""
+def test_stock_nbgrader_feedback_hides_hidden_tests(tmp_path, monkeypatch):
+    """Stock `nbgrader autograde` and `nbgrader generate_feedback` (the CLI, from a course
+    copy with the root nbgrader_config.py, as Formgrader runs them): the hidden tests' source
+    and tracebacks stay out of the HTML, and so do the grading machine's paths and the frames
+    inside the grading code. Its own course: the root configuration file goes into it."""
     import subprocess
 
-    root, api = course("jacobian")
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    monkeypatch.chdir(tmp_path)
+    warnings.filterwarnings("ignore")
+    root = tmp_path
+    shutil.copytree(REPO / "solutions" / "jacobian", root / "solutions" / "jacobian")
+    api = Course(root=root).api()
+    assert api.generate_assignment("jacobian", force=True)["success"]
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     release = nbformat.read(root / "exercises" / "jacobian" / "jacobian.ipynb", as_version=4)
     folder = root / "submitted" / "blank" / "jacobian"

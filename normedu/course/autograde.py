@@ -163,6 +163,26 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
     )
 
 
+#: Heavy modules a kernel's zygote may import ahead when the assignment's notebook uses them.
+PRELOADABLE = ("torch",)
+
+
+def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
+    """The modules of :data:`PRELOADABLE` that the assignment's own notebook (its source, else
+    its release) imports: its kernels' zygote imports them once. Never one it does not
+    import: a NumPy assignment's kernels must not have torch loaded."""
+    import re
+
+    for folder in (course.source_dir(assignment), course.release_dir(assignment)):
+        path = folder / f"{notebook}.ipynb"
+        if path.exists():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            return tuple(
+                m for m in PRELOADABLE if re.search(rf"(?:^|\\n|\")\s*(?:import|from) {m}\b", text)
+            )
+    return ()
+
+
 def sandbox_description(landlock: str = "auto") -> str:
     from .sandbox import landlock_abi
 
@@ -258,6 +278,7 @@ class _Stages:
         self.collected = load_collect_record(course, assignment)
         self.executed_root = run.base / "executed"
         self.threads = max(1, (os.cpu_count() or 1) // run.jobs)
+        self.preload = preloads(course, assignment, notebook)
 
     def prepare(self, student: str, path: Path, sha: str) -> Job | None:
         """Check and sanitize one submission: a job to run, or None (verdict recorded)."""
@@ -303,6 +324,7 @@ class _Stages:
             "memory_mb": run.limits.memory_mb,
             "threads": self.threads,
             "landlock": run.limits.landlock,
+            "preload": list(self.preload),
         }
         return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected))
 
@@ -342,6 +364,7 @@ def _grade(run: _Run, everyone: list[str]) -> AutogradeReport:
                 run.progress,
                 len(queue),
                 threads=stages.threads,
+                preload=stages.preload,
             )
         finished: list[tuple[Job, dict]] = []
         while queue or (pool and pool.busy()) or finished:

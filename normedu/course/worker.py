@@ -178,19 +178,21 @@ KERNEL_ARGUMENTS = [
 
 
 def _settings(job: dict, kernel_name: str = "python3") -> tuple:
-    """What a kernel is started with: the same for every job of one grading run."""
+    """What a kernel is started with: the same for every job of one grading run.
+    ``(kernel name, memory cap in MB, threads, landlock mode, modules its zygote preloads)``."""
     return (
         kernel_name,
         int(job.get("memory_mb", 0)),
         int(job.get("threads", 1)),
         job.get("landlock", "auto"),
+        tuple(job.get("preload", ())),
     )
 
 
 def _kernel_manager(settings: tuple, workdir: Path, zygote=None):
     from .sandbox import SandboxKernelManager
 
-    kernel_name, memory_mb, threads, landlock = settings
+    kernel_name, memory_mb, threads, landlock, _ = settings
     return SandboxKernelManager(
         kernel_name=kernel_name,
         sandbox_workdir=str(workdir),
@@ -313,7 +315,9 @@ def run_job(job: dict, spare: Spare | None = None, keep: Iterable[int] = (), zyg
     return result
 
 
-def serve(read_fd: int, write_fd: int, threads: int | None = None) -> None:
+def serve(
+    read_fd: int, write_fd: int, threads: int | None = None, preload: tuple[str, ...] = ()
+) -> None:
     """Run jobs until the parent closes the pipe: each line read is a job file; each answer
     written is that job's file name, once its result is written. The pipes are private fds,
     not stdout, which the kernel shares (a student's ``os.write(1, ...)`` cannot fake an
@@ -323,28 +327,29 @@ def serve(read_fd: int, write_fd: int, threads: int | None = None) -> None:
     settings of the current job): kernel start-up overlaps execution and tear-down. Every
     other process the job left is killed before its answer is written.
 
-    Kernels are forked from a zygote (:mod:`.zygote`), one per thread setting; ``threads``
-    starts that of the grading run at once, while the first job is still being prepared.
+    Kernels are forked from a zygote (:mod:`.zygote`), one per thread count and preloaded
+    modules; ``threads`` and ``preload`` start that of the grading run at once, while the
+    first job is still being prepared.
     """
     from .zygote import Zygote
 
     spare: Spare | None = None
-    zygotes: dict[int, Zygote | None] = {}  # by thread count, the one setting it fixes
+    zygotes: dict[tuple, Zygote | None] = {}  # by (threads, preload): what a zygote fixes
 
     def zygote_for(settings: tuple) -> Zygote | None:
-        threads = settings[2]
-        if threads not in zygotes:
+        key = (settings[2], settings[4])
+        if key not in zygotes:
             try:
-                zygotes[threads] = Zygote(threads)
+                zygotes[key] = Zygote(*key)
             except Exception:  # no zygote: kernels start from scratch, as without one
                 import traceback
 
                 traceback.print_exc()
-                zygotes[threads] = None
-        return zygotes[threads]
+                zygotes[key] = None
+        return zygotes[key]
 
     if threads is not None:
-        zygote_for(("python3", 0, threads, "auto"))
+        zygote_for(("python3", 0, threads, "auto", tuple(preload)))
 
     def kept() -> list[int]:
         pids = [z.pid for z in zygotes.values() if z is not None]
@@ -386,9 +391,10 @@ def serve(read_fd: int, write_fd: int, threads: int | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    threads = None
-    if argv[-1:] and argv[-1].startswith("--threads="):
-        threads, argv = int(argv[-1].split("=", 1)[1]), argv[:-1]
+    options = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
+    argv = [a for a in argv if not (a.startswith("--") and "=" in a)]
+    threads = int(options["threads"]) if "threads" in options else None
+    preload = tuple(m for m in options.get("preload", "").split(",") if m)
     if len(argv) == 3 and argv[0] == "--serve":
         mode = "serve"
     elif len(argv) == 1:
@@ -396,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         raise SystemExit(
             "usage: python -m normedu.course.worker "
-            "(JOB.json | --serve READ_FD WRITE_FD [--threads=N])"
+            "(JOB.json | --serve READ_FD WRITE_FD [--threads=N] [--preload=torch,...])"
         )
     if sys.platform.startswith("linux"):
         # Orphans of the kernel are re-parented to us, so kill_descendants() finds them.
@@ -405,7 +411,7 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.basicConfig(level=logging.CRITICAL)
     if mode == "serve":
-        serve(int(argv[1]), int(argv[2]), threads)
+        serve(int(argv[1]), int(argv[2]), threads, preload)
         return
     try:
         run_job(json.loads(Path(argv[0]).read_text()))

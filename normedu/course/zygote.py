@@ -96,9 +96,11 @@ class Zygote:
     """A warm process that forks sandboxed kernels: one per worker and kernel settings.
 
     ``threads``: the BLAS/OpenMP thread count of every kernel (fixed when NumPy is imported).
+    ``preload``: more modules to import once, e.g. ``("torch",)`` for an assignment whose
+    notebook imports torch (never for one that does not: its kernels must not see it).
     """
 
-    def __init__(self, threads: int = 1):
+    def __init__(self, threads: int = 1, preload: tuple[str, ...] = ()):
         r_req, w_req = os.pipe()
         r_ans, w_ans = os.pipe()
         env = dict(os.environ)
@@ -106,7 +108,7 @@ class Zygote:
             env[name] = str(threads)
         env["PYTHONHASHSEED"] = "0"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "normedu.course.zygote", str(r_req), str(w_ans)],
+            [sys.executable, "-m", "normedu.course.zygote", str(r_req), str(w_ans), *preload],
             pass_fds=(r_req, w_ans),
             env=env,
             start_new_session=True,
@@ -167,8 +169,9 @@ def _child(request: dict, fds: tuple[int, ...]) -> None:
     IPKernelApp.launch_instance(argv=argv)
 
 
-def serve(read_fd: int, write_fd: int) -> None:
-    """The zygote: import what every kernel needs, then fork one kernel per request line."""
+def serve(read_fd: int, write_fd: int, preload: tuple[str, ...] = ()) -> None:
+    """The zygote: import what every kernel needs (and ``preload``), then fork one kernel per
+    request line."""
     import ctypes
 
     # Die with the worker (the kernels die with us, see sandbox.confine).
@@ -187,6 +190,10 @@ def serve(read_fd: int, write_fd: int) -> None:
     for module in pkgutil.iter_modules(normedu.grading.__path__):
         if module.name != "mistakes":  # the instructor's catalog: no test cell needs it
             importlib.import_module(f"normedu.grading.{module.name}")
+    for name in preload:
+        # Importing torch starts no thread (its pools start at the first operation), so
+        # forking after it is safe; nothing may run an operation here.
+        importlib.import_module(name)
 
     # Reap our kernels as they exit, so that they never linger as zombies.
     def reap(*_):
@@ -219,4 +226,4 @@ def serve(read_fd: int, write_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), tuple(sys.argv[3:]))
