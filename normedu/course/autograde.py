@@ -277,8 +277,13 @@ class _Stages:
         self.others = gradebook.other_assignments(course, assignment)
         self.collected = load_collect_record(course, assignment)
         self.executed_root = run.base / "executed"
-        self.threads = max(1, (os.cpu_count() or 1) // run.jobs)
-        self.preload = preloads(course, assignment, notebook)
+        #: The kernel fields of every job: the workers start their first kernel from them.
+        self.kernel = {
+            "memory_mb": run.limits.memory_mb,
+            "threads": max(1, (os.cpu_count() or 1) // run.jobs),
+            "landlock": run.limits.landlock,
+            "preload": list(preloads(course, assignment, notebook)),
+        }
 
     def prepare(self, student: str, path: Path, sha: str) -> Job | None:
         """Check and sanitize one submission: a job to run, or None (verdict recorded)."""
@@ -321,10 +326,7 @@ class _Stages:
             "workdir": tempfile.mkdtemp(prefix="normedu-kernel-"),
             "cell_timeout": run.limits.cell_timeout,
             "wall_timeout": run.limits.wall_timeout,
-            "memory_mb": run.limits.memory_mb,
-            "threads": self.threads,
-            "landlock": run.limits.landlock,
-            "preload": list(self.preload),
+            **self.kernel,
         }
         return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected))
 
@@ -363,8 +365,7 @@ def _grade(run: _Run, everyone: list[str]) -> AutogradeReport:
                 run.base,
                 run.progress,
                 len(queue),
-                threads=stages.threads,
-                preload=stages.preload,
+                kernel=stages.kernel,
             )
         finished: list[tuple[Job, dict]] = []
         while queue or (pool and pool.busy()) or finished:

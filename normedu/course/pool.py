@@ -39,7 +39,7 @@ class Worker:
 
     PREFETCH = 2
 
-    def __init__(self, env: dict, logdir: Path, index: int, threads: int = 1, preload: tuple = ()):
+    def __init__(self, env: dict, logdir: Path, index: int, kernel: dict | None = None):
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         self.log_path = logdir / f"worker-{index}.log"
@@ -47,7 +47,7 @@ class Worker:
         pipes = [str(to_worker_r), str(from_worker_w)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [*command, *pipes, f"--threads={threads}", f"--preload={','.join(preload)}"],
+                [*command, *pipes, *([f"--kernel={json.dumps(kernel)}"] if kernel else [])],
                 cwd=logdir,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -116,8 +116,7 @@ class Pool:
         logdir: Path,
         progress: bool,
         total: int,
-        threads: int = 1,
-        preload: tuple[str, ...] = (),
+        kernel: dict | None = None,
     ):
         from tqdm.std import tqdm  # plain text bar: also readable in logs and static pages
 
@@ -128,7 +127,7 @@ class Pool:
         env["PYTHONHASHSEED"] = "0"
         env["JUPYTER_RUNTIME_DIR"] = str(logdir / "runtime")
         self._env, self._logdir, self._wall = env, logdir, wall
-        self._threads, self._preload = threads, tuple(preload)
+        self._kernel = kernel
         self._spawned = 0
         self.workers = [self._spawn() for _ in range(jobs)]
         self.bar = tqdm(
@@ -137,7 +136,7 @@ class Pool:
 
     def _spawn(self) -> Worker:
         self._spawned += 1
-        return Worker(self._env, self._logdir, self._spawned, self._threads, self._preload)
+        return Worker(self._env, self._logdir, self._spawned, self._kernel)
 
     def room(self) -> Worker | None:
         """The least loaded worker with room for a job (a dead idle one is replaced)."""

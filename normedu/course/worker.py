@@ -315,9 +315,7 @@ def run_job(job: dict, spare: Spare | None = None, keep: Iterable[int] = (), zyg
     return result
 
 
-def serve(
-    read_fd: int, write_fd: int, threads: int | None = None, preload: tuple[str, ...] = ()
-) -> None:
+def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
     """Run jobs until the parent closes the pipe: each line read is a job file; each answer
     written is that job's file name, once its result is written. The pipes are private fds,
     not stdout, which the kernel shares (a student's ``os.write(1, ...)`` cannot fake an
@@ -328,8 +326,9 @@ def serve(
     other process the job left is killed before its answer is written.
 
     Kernels are forked from a zygote (:mod:`.zygote`), one per thread count and preloaded
-    modules; ``threads`` and ``preload`` start that of the grading run at once, while the
-    first job is still being prepared.
+    modules. ``kernel``: the kernel fields of the run's jobs (``memory_mb``, ``threads``,
+    ``landlock``, ``preload``); given, the zygote and the first job's kernel start at once,
+    while the parent still prepares that job.
     """
     from .zygote import Zygote
 
@@ -348,12 +347,16 @@ def serve(
                 zygotes[key] = None
         return zygotes[key]
 
-    if threads is not None:
-        zygote_for(("python3", 0, threads, "auto", tuple(preload)))
-
     def kept() -> list[int]:
         pids = [z.pid for z in zygotes.values() if z is not None]
         return pids + ([spare.pid] if spare is not None and spare.pid else [])
+
+    if kernel is not None:
+        settings = _settings(kernel)
+        spare = Spare(settings, zygote_for(settings))
+    # What run_job needs, imported while the first job is on its way.
+    import nbclient  # noqa: F401
+    import nbformat  # noqa: F401
 
     with os.fdopen(read_fd, "r") as jobs, os.fdopen(write_fd, "w") as answers:
         for line in jobs:
@@ -391,10 +394,9 @@ def serve(
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    options = dict(a[2:].split("=", 1) for a in argv if a.startswith("--") and "=" in a)
-    argv = [a for a in argv if not (a.startswith("--") and "=" in a)]
-    threads = int(options["threads"]) if "threads" in options else None
-    preload = tuple(m for m in options.get("preload", "").split(",") if m)
+    kernel = None
+    if argv[-1:] and argv[-1].startswith("--kernel="):
+        kernel, argv = json.loads(argv[-1].split("=", 1)[1]), argv[:-1]
     if len(argv) == 3 and argv[0] == "--serve":
         mode = "serve"
     elif len(argv) == 1:
@@ -402,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         raise SystemExit(
             "usage: python -m normedu.course.worker "
-            "(JOB.json | --serve READ_FD WRITE_FD [--threads=N] [--preload=torch,...])"
+            "(JOB.json | --serve READ_FD WRITE_FD [--kernel=JSON])"
         )
     if sys.platform.startswith("linux"):
         # Orphans of the kernel are re-parented to us, so kill_descendants() finds them.
@@ -411,7 +413,7 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.basicConfig(level=logging.CRITICAL)
     if mode == "serve":
-        serve(int(argv[1]), int(argv[2]), threads, preload)
+        serve(int(argv[1]), int(argv[2]), kernel)
         return
     try:
         run_job(json.loads(Path(argv[0]).read_text()))
