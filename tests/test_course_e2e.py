@@ -73,13 +73,18 @@ def _table(text: str) -> dict[str, dict[str, str]]:
 
 
 def _leftovers(*markers: str) -> list[str]:
-    """Command lines of live processes (not this one) that contain one of ``markers``."""
+    """Command lines of live processes that contain one of ``markers`` and are ours: this
+    process's descendants, or orphans (a process that escaped is re-parented to init). Another
+    test worker's grading runs, descendants of another pytest process, are not ours."""
     import psutil
 
+    ours = {p.pid for p in psutil.Process().children(recursive=True)}
     found = []
-    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+    for proc in psutil.process_iter(["pid", "ppid", "cmdline", "status"]):
         info = proc.info
         if info["pid"] == os.getpid() or info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if info["pid"] not in ours and info["ppid"] != 1:
             continue
         cmd = " ".join(info["cmdline"] or [])
         if any(m in cmd for m in markers):

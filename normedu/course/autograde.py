@@ -249,8 +249,9 @@ def autograde(
         lock.close()
 
 
-def _queue(run: _Run, everyone: list[str]) -> list[tuple[str, Path, str]]:
-    """``(student, file, sha256)`` of every submission to grade (new, changed or forced)."""
+def _queue(run: _Run, everyone: list[str]) -> list[tuple[str, Path, str, bool]]:
+    """``(student, file, sha256, may run long)`` of every submission to grade (new, changed or
+    forced), those that may run long first."""
     queue = []
     for student in everyone:
         path = run.course.submitted_dir(student, run.assignment) / f"{run.notebook}.ipynb"
@@ -259,10 +260,10 @@ def _queue(run: _Run, everyone: list[str]) -> list[tuple[str, Path, str]]:
         if previous and previous.sha256 == sha and not run.force:
             run.report.skipped.append(student)
         else:
-            queue.append((student, path, sha))
+            queue.append((student, path, sha, may_run_long(path)))
     # Longest first, as far as a glance at the source can tell (a stable sort: roster order
     # otherwise): a submission that sleeps to its time limit then overlaps the others.
-    queue.sort(key=lambda item: not may_run_long(item[1]))
+    queue.sort(key=lambda item: not item[3])
     return queue
 
 
@@ -285,7 +286,7 @@ class _Stages:
             "preload": list(preloads(course, assignment, notebook)),
         }
 
-    def prepare(self, student: str, path: Path, sha: str) -> Job | None:
+    def prepare(self, student: str, path: Path, sha: str, long: bool = False) -> Job | None:
         """Check and sanitize one submission: a job to run, or None (verdict recorded)."""
         import nbformat
 
@@ -328,7 +329,7 @@ class _Stages:
             "wall_timeout": run.limits.wall_timeout,
             **self.kernel,
         }
-        return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected))
+        return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected), long)
 
     def record(self, batch: list[tuple[Job, dict]]) -> None:
         """Let nbgrader record a batch of executed submissions, then give each its verdict."""

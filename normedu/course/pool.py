@@ -28,6 +28,8 @@ class Job:
     sha256: str
     #: every answer cell as handed out (a failing run is then "not attempted")
     untouched: bool = False
+    #: it may run to its time limit (:func:`.checks.may_run_long`): nothing waits behind it
+    long: bool = False
 
 
 class Worker:
@@ -61,6 +63,11 @@ class Worker:
         self.jobs: list[Job] = []
         self.started = 0.0  # when the job at the head of ``jobs`` started
         self._buffer = b""
+
+    def holds_long(self) -> bool:
+        """Is a job that may run to its time limit among those it holds? Then nothing more
+        is queued behind it: that would wait for the limit too."""
+        return any(job.long for job in self.jobs)
 
     @property
     def fd(self) -> int:
@@ -144,8 +151,9 @@ class Pool:
             if not worker.jobs and worker.proc.poll() is not None:
                 worker.kill()
                 self.workers[i] = self._spawn()
-        worker = min(self.workers, key=lambda w: len(w.jobs))
-        return worker if len(worker.jobs) < Worker.PREFETCH else None
+        worker = min(self.workers, key=lambda w: (w.holds_long(), len(w.jobs)))
+        room = 1 if worker.holds_long() else Worker.PREFETCH
+        return worker if len(worker.jobs) < room else None
 
     def busy(self) -> bool:
         return any(w.jobs for w in self.workers)
