@@ -1,0 +1,118 @@
+"""Execute the pages' notebooks several at a time, before Sphinx reads them one by one.
+
+With ``execute_notebooks: cache``, MyST-NB executes each page when Sphinx reads it, so a build
+runs its pages strictly one after the other, however many cores the machine has. Before the
+read phase, this extension finds the pages whose code the cache does not hold yet and executes
+them with one kernel per CPU core, exactly as MyST-NB would (same reader, same working folder,
+timeout and error policy, same cache entry). Sphinx then reads every page from the cache. Each
+page still executes once per build.
+
+A page whose front matter sets ``normedu: {execute_alone: true}`` (the fast-kernels appendix,
+whose numbers are timings) executes after the others, with nothing else of the build running.
+Pages that must run after the others (``ledger_last.LAST``: the claims ledger, the execution
+status, the references) and pages that are not in cache mode are left to the read phase. A
+page whose execution fails here is not cached: the read phase runs it again and reports the
+error as it always does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from sphinx.util import logging
+
+from ledger_last import LAST
+
+LOGGER = logging.getLogger(__name__)
+
+
+def _outdated(app, env, docnames) -> list[tuple[str, Path, object, dict | None]]:
+    """``(docname, path, notebook, read format)`` of every page to execute, read as MyST-NB
+    reads it, whose code cells the cache does not hold."""
+    from jupyter_cache import get_cache
+    from myst_nb.core.read import create_nb_reader
+
+    nb_config, md_config = env.mystnb_config, env.myst_config
+    cache = get_cache(nb_config.execution_cache_path or ".jupyter_cache")
+    todo = []
+    for docname in docnames:
+        if docname in LAST:
+            continue
+        path = Path(env.doc2path(docname))
+        text = path.read_text(encoding="utf-8")
+        reader = create_nb_reader(str(path), md_config, nb_config, text)
+        if reader is None:  # plain Markdown: nothing to execute
+            continue
+        notebook = reader.read(text)
+        mode = notebook.metadata.get(nb_config.metadata_key, {}).get(
+            "execution_mode", nb_config.execution_mode
+        )
+        if mode != "cache":
+            continue
+        try:
+            cache.match_cache_notebook(notebook)
+        except KeyError:
+            todo.append((docname, path, notebook, reader.read_fmt))
+    return todo
+
+
+def execute_outdated(app, env, docnames) -> None:
+    """``env-before-read-docs``: execute the outdated pages in parallel and cache them."""
+    nb_config = env.mystnb_config
+    if nb_config.execution_mode != "cache":
+        return
+    from jupyter_cache import get_cache
+    from jupyter_cache.cache.main import CacheBundleIn
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    todo = _outdated(app, env, docnames)
+    alone = [t for t in todo if t[2].metadata.get("normedu", {}).get("execute_alone")]
+    shared = [t for t in todo if t not in alone]
+    workers = min(len(shared), os.cpu_count() or 1)
+    if workers < 2:  # nothing to gain: the read phase executes them as usual
+        return
+    LOGGER.info(f"executing {len(shared)} pages, {workers} at a time, then {len(alone)} alone")
+
+    def run(item):
+        docname, path, notebook, _ = item
+        # The kernels do the work; a thread per page only waits for them.
+        result = single_nb_execution(
+            notebook,
+            cwd=str(path.parent),
+            allow_errors=nb_config.execution_allow_errors,
+            timeout=nb_config.execution_timeout,
+            meta_override=True,
+        )
+        return item, result
+
+    cache = get_cache(nb_config.execution_cache_path or ".jupyter_cache")
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(run, item) for item in shared]
+        # As each finishes: the pages that run alone come after, one at a time.
+        done = [f.result() for f in as_completed(futures)] + [run(item) for item in alone]
+        for (docname, path, notebook, read_fmt), result in done:
+            if result.err is not None:
+                LOGGER.info(f"{docname}: failed here, the read phase runs it again")
+                continue
+            stage = (
+                cache.add_nb_to_project(str(path), read_data=read_fmt)
+                if read_fmt is not None
+                else cache.add_nb_to_project(str(path))
+            )
+            cache.cache_notebook_bundle(
+                CacheBundleIn(notebook, stage.uri, data={"execution_seconds": result.time}),
+                check_validity=False,
+                overwrite=True,
+            )
+            LOGGER.info(f"{docname}: executed in {result.time:.1f} s")
+    LOGGER.info(f"executed {len(todo)} pages in {time.perf_counter() - t0:.1f} s")
+
+
+def setup(app):
+    # After ledger_last has put the summary pages last (it skips them here anyway).
+    app.connect("env-before-read-docs", execute_outdated, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
