@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sphinx.util import logging
 
@@ -50,8 +50,11 @@ def _outdated(app, env, docnames) -> list[tuple[str, Path, object, dict | None]]
         mode = notebook.metadata.get(nb_config.metadata_key, {}).get(
             "execution_mode", nb_config.execution_mode
         )
-        if mode != "cache":
-            continue
+        excluded = any(
+            PurePosixPath(path.as_posix()).match(p) for p in nb_config.execution_excludepatterns
+        )
+        if mode != "cache" or excluded or nb_config.execution_in_temp:
+            continue  # left to MyST-NB itself
         try:
             cache.match_cache_notebook(notebook)
         except KeyError:
