@@ -234,6 +234,8 @@ def test_module_entry_point_runs(tmp_path):
 
 @pytest.mark.slow
 def test_compiled_and_fast_variants_report_compile_time():
+    # The compiled backward is left out: it is the slowest compile by far, and the fast
+    # appendix's run (bench.book_run) compiles it in every build.
     r = run_benchmark(
         shapes=[(16, 64)],
         impls=("compiled", "fast", "fast_out"),
@@ -241,10 +243,11 @@ def test_compiled_and_fast_variants_report_compile_time():
         reps=2,
         warmup=0,
         progress=False,
+        skip=("compiled/fwdbwd",),
     )
     rows = r.rows()
-    # fast_out has no backward: 2 ops x (2 + 2 + 1)
-    assert len(rows) == 10
+    # fast_out has no backward: 2 ops x (1 + 2 + 1)
+    assert len(rows) == 8
     assert all(row["compile_s"] >= 0.0 for row in rows)
     assert not math.isnan(r.ratio("fast", 16, 64, pass_="fwdbwd"))
     # every fast row says which kernel ran; the others do not claim one
