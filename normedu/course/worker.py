@@ -209,7 +209,8 @@ def _kernel_manager(settings: tuple, workdir: Path, zygote=None):
 
 class Spare:
     """A kernel started AHEAD of its job, in a fresh working copy of its own, so that its
-    start-up (a Python process importing ipykernel) overlaps the job before it. It has run
+    start-up (a fork of the zygote that sets up IPython, or without a zygote a Python process
+    importing ipykernel) overlaps the job before it. It has run
     nothing when its job takes it; the job's notebook is copied into its working copy then."""
 
     def __init__(self, settings: tuple, zygote=None):
