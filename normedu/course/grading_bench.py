@@ -261,9 +261,10 @@ def _reading(r: dict) -> str:
     else:
         text = (
             f"The speed-up ({r['speedup']:.2f}x with {r['jobs']} workers) does not exceed the "
-            "number of workers: every submission pays for its own kernel start-up, and the "
-            "parent's own work (checks, nbgrader recording the grades one batch after the "
-            "other) does not shrink with more workers."
+            "number of workers: a submission that runs into the cell time limit holds its "
+            "worker for the whole limit in both runs, and the parent's own work (checks, "
+            "nbgrader recording the grades one batch after the other) does not shrink with "
+            "more workers."
         )
     stock = r.get("stock_nbgrader_s")
     if stock:
