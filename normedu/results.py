@@ -17,11 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .paths import course_root
+from .paths import course_root, require_root
 from .provenance import provenance
 
 __all__ = [
-    "results_dir",
     "write_record",
     "read_record",
     "check_record",
@@ -29,12 +28,6 @@ __all__ = [
     "load_stored",
     "save_stored",
 ]
-
-
-def results_dir() -> Path | None:
-    """``results/`` of the course root (:mod:`normedu.paths`); None outside a checkout."""
-    root = course_root()
-    return root / "results" if root else None
 
 
 def write_record(path: str | Path, data: Any, prov: dict[str, Any]) -> Path:
@@ -62,22 +55,18 @@ def read_record(path: str | Path) -> dict[str, Any]:
 
 
 def stored_path(name: str, kind: str = "gpu") -> Path:
-    """``<course root>/results/<kind>/<name>.json`` (ValueError outside a course checkout)."""
-    folder = results_dir()
-    if folder is None:
-        raise ValueError(
-            f"the stored result {kind}/{name} lives in the course folder's results/: run from "
-            "inside the checkout, or set NORMEDU_ROOT"
-        )
-    return folder / kind / f"{name}.json"
+    """``<course root>/results/<kind>/<name>.json`` (:mod:`normedu.paths`; ValueError outside a
+    course checkout)."""
+    return require_root(f"the stored result {kind}/{name}") / "results" / kind / f"{name}.json"
 
 
 def load_stored(name: str, kind: str = "gpu") -> dict[str, Any] | None:
     """Return ``{"provenance", "data"}`` for a stored result, or None if it was never stored
     (or there is no course folder to look in)."""
-    folder = results_dir()
-    path = folder / kind / f"{name}.json" if folder else None
-    return read_record(path) if path is not None and path.exists() else None
+    if course_root() is None:
+        return None
+    path = stored_path(name, kind)
+    return read_record(path) if path.exists() else None
 
 
 def save_stored(

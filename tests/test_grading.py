@@ -407,6 +407,19 @@ def test_generic_relations_describe_another_axis_and_another_order(make, phrase)
     assert diagnose.diagnose(noise, relations, expected) is None
 
 
+def test_generic_relations_of_rmsnorm_have_no_mean():
+    rng = np.random.default_rng(6)
+    x, gamma = rng.standard_normal((4, 5)) + 2.0, rng.uniform(0.5, 2, 5)
+
+    def rms(z, axis):  # written out here, independent of diagnose.normalize
+        return z / np.sqrt((z * z).mean(axis=axis, keepdims=True) + 1e-5)
+
+    relations = diagnose.norm_relations(x, -1, gamma, None, center=False)
+    expected = rms(x, -1) * gamma
+    assert "computed over axis 0" in diagnose.diagnose(rms(x, 0) * gamma, relations, expected)
+    assert "scale by γ → normalize" in diagnose.diagnose(rms(x * gamma, -1), relations, expected)
+
+
 def test_a_students_wrong_order_is_described_by_the_layernorm_check():
     from normedu.grading import layernorm
 
