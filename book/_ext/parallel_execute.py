@@ -29,7 +29,7 @@ from ledger_last import LAST
 LOGGER = logging.getLogger(__name__)
 
 
-def _outdated(app, env, docnames) -> list[tuple[str, Path, object, dict | None]]:
+def _outdated(env, docnames) -> list[tuple[str, Path, object, dict | None]]:
     """``(docname, path, notebook, read format)`` of every page to execute, read as MyST-NB
     reads it, whose code cells the cache does not hold."""
     from jupyter_cache import get_cache
@@ -71,9 +71,10 @@ def execute_outdated(app, env, docnames) -> None:
     from jupyter_cache.cache.main import CacheBundleIn
     from jupyter_cache.executors.utils import single_nb_execution
 
-    todo = _outdated(app, env, docnames)
-    alone = [t for t in todo if t[2].metadata.get("normedu", {}).get("execute_alone")]
-    shared = [t for t in todo if t not in alone]
+    todo = _outdated(env, docnames)
+    shared, alone = [], []
+    for item in todo:
+        (alone if item[2].metadata.get("normedu", {}).get("execute_alone") else shared).append(item)
     workers = min(len(shared), os.cpu_count() or 1)
     if workers < 2:  # nothing to gain: the read phase executes them as usual
         return
@@ -95,23 +96,25 @@ def execute_outdated(app, env, docnames) -> None:
     t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
         futures = [pool.submit(run, item) for item in shared]
-        # As each finishes: the pages that run alone come after, one at a time.
-        done = [f.result() for f in as_completed(futures)] + [run(item) for item in alone]
-        for (docname, path, notebook, read_fmt), result in done:
-            if result.err is not None:
-                LOGGER.info(f"{docname}: failed here, the read phase runs it again")
-                continue
-            stage = (
-                cache.add_nb_to_project(str(path), read_data=read_fmt)
-                if read_fmt is not None
-                else cache.add_nb_to_project(str(path))
-            )
-            cache.cache_notebook_bundle(
-                CacheBundleIn(notebook, stage.uri, data={"execution_seconds": result.time}),
-                check_validity=False,
-                overwrite=True,
-            )
-            LOGGER.info(f"{docname}: executed in {result.time:.1f} s")
+        done = [f.result() for f in as_completed(futures)]
+    # The pages that run alone come after the others, one at a time. Only this thread writes
+    # to the cache's database.
+    done += [run(item) for item in alone]
+    for (docname, path, notebook, read_fmt), result in done:
+        if result.err is not None:
+            LOGGER.info(f"{docname}: failed here, the read phase runs it again")
+            continue
+        stage = (
+            cache.add_nb_to_project(str(path), read_data=read_fmt)
+            if read_fmt is not None
+            else cache.add_nb_to_project(str(path))
+        )
+        cache.cache_notebook_bundle(
+            CacheBundleIn(notebook, stage.uri, data={"execution_seconds": result.time}),
+            check_validity=False,
+            overwrite=True,
+        )
+        LOGGER.info(f"{docname}: executed in {result.time:.1f} s")
     LOGGER.info(f"executed {len(todo)} pages in {time.perf_counter() - t0:.1f} s")
 
 

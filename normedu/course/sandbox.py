@@ -43,6 +43,9 @@ _READ = _EXECUTE | _READ_FILE | _READ_DIR
 _FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 
+#: The thread counts of the BLAS/OpenMP libraries: read once, when a library loads.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
 #: Environment variables passed through to the kernel; everything else is dropped.
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "JPY_PARENT_PID", "JPY_SESSION_NAME", "TZ")
 
@@ -148,11 +151,20 @@ def kernel_env(workdir: str, threads: int) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",
         NBGRADER_EXECUTION="autograde",
-        OMP_NUM_THREADS=str(threads),
-        OPENBLAS_NUM_THREADS=str(threads),
-        MKL_NUM_THREADS=str(threads),
+        **dict.fromkeys(THREAD_VARIABLES, str(threads)),
     )
     return env
+
+
+def die_with_parent() -> None:
+    """``PR_SET_PDEATHSIG``: this process is killed when the one that started it dies."""
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def connection_files(command: list[str]) -> list[str]:
+    """The connection file of a kernel command (``-f <file>``): the kernel reads it once at
+    start-up, so Landlock must let it."""
+    return [a for a in command if a.endswith(".json") and os.path.isfile(a)]
 
 
 def confine(
@@ -172,8 +184,7 @@ def confine(
     workdir = os.path.realpath(workdir)
     os.chdir(workdir)
     env = kernel_env(workdir, threads)
-    # Die with the process that started us: an orphaned kernel must never outlive grading.
-    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    die_with_parent()  # an orphaned kernel must never outlive grading
     if os.getppid() == 1:  # the parent died before prctl took effect
         sys.exit(1)
     if memory_mb > 0:
@@ -204,15 +215,13 @@ def main(argv: list[str] | None = None) -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no kernel command after --")
-    # The kernel reads its connection file (``-f <file>``) once at start-up.
-    connection = [a for a in command if a.endswith(".json") and os.path.isfile(a)]
     env = confine(
         args.workdir,
         memory_mb=args.memory_mb,
         fsize_mb=args.fsize_mb,
         threads=args.threads,
         landlock=args.landlock,
-        readable=args.readable + connection,
+        readable=args.readable + connection_files(command),
     )
     os.execve(command[0], command, env)
 

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -177,10 +178,25 @@ KERNEL_ARGUMENTS = [
 ]
 
 
-def _settings(job: dict, kernel_name: str = "python3") -> tuple:
-    """What a kernel is started with: the same for every job of one grading run.
-    ``(kernel name, memory cap in MB, threads, landlock mode, modules its zygote preloads)``."""
-    return (
+class KernelSettings(NamedTuple):
+    """What a kernel is started with: the same for every job of one grading run."""
+
+    kernel_name: str
+    memory_mb: int
+    threads: int
+    landlock: str
+    #: modules its zygote imports ahead (:func:`.autograde.preloads`)
+    preload: tuple[str, ...]
+
+    @property
+    def zygote_key(self) -> tuple[int, tuple[str, ...]]:
+        """What a zygote fixes for the kernels it forks: their threads and preloaded modules."""
+        return self.threads, self.preload
+
+
+def _settings(job: dict, kernel_name: str = "python3") -> KernelSettings:
+    """The :class:`KernelSettings` of a job (or of the ``kernel`` fields the pool passes)."""
+    return KernelSettings(
         kernel_name,
         int(job.get("memory_mb", 0)),
         int(job.get("threads", 1)),
@@ -189,16 +205,15 @@ def _settings(job: dict, kernel_name: str = "python3") -> tuple:
     )
 
 
-def _kernel_manager(settings: tuple, workdir: Path, zygote=None):
+def _kernel_manager(settings: KernelSettings, workdir: Path, zygote=None):
     from .sandbox import SandboxKernelManager
 
-    kernel_name, memory_mb, threads, landlock, _ = settings
     return SandboxKernelManager(
-        kernel_name=kernel_name,
+        kernel_name=settings.kernel_name,
         sandbox_workdir=str(workdir),
-        sandbox_memory_mb=memory_mb,
-        sandbox_threads=threads,
-        sandbox_landlock=landlock,
+        sandbox_memory_mb=settings.memory_mb,
+        sandbox_threads=settings.threads,
+        sandbox_landlock=settings.landlock,
         sandbox_zygote=zygote,
         # Unix sockets in the kernel's own working copy (where Landlock lets it create them):
         # no TCP port races between parallel kernels, no warning about unencrypted TCP.
@@ -213,7 +228,7 @@ class Spare:
     importing ipykernel) overlaps the job before it. It has run
     nothing when its job takes it; the job's notebook is copied into its working copy then."""
 
-    def __init__(self, settings: tuple, zygote=None):
+    def __init__(self, settings: KernelSettings, zygote=None):
         import tempfile
 
         self.settings = settings
@@ -334,10 +349,10 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
     from .zygote import Zygote
 
     spare: Spare | None = None
-    zygotes: dict[tuple, Zygote | None] = {}  # by (threads, preload): what a zygote fixes
+    zygotes: dict[tuple, Zygote | None] = {}  # by KernelSettings.zygote_key
 
-    def zygote_for(settings: tuple) -> Zygote | None:
-        key = (settings[2], settings[4])
+    def zygote_for(settings: KernelSettings) -> Zygote | None:
+        key = settings.zygote_key
         if key not in zygotes:
             try:
                 zygotes[key] = Zygote(*key)
@@ -348,13 +363,21 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
                 zygotes[key] = None
         return zygotes[key]
 
+    def start_spare(settings: KernelSettings) -> Spare | None:
+        try:
+            return Spare(settings, zygote_for(settings))
+        except Exception:  # no spare: the next job starts its own kernel
+            import traceback
+
+            traceback.print_exc()
+            return None
+
     def kept() -> list[int]:
         pids = [z.pid for z in zygotes.values() if z is not None]
         return pids + ([spare.pid] if spare is not None and spare.pid else [])
 
     if kernel is not None:
-        settings = _settings(kernel)
-        spare = Spare(settings, zygote_for(settings))
+        spare = start_spare(_settings(kernel))
     # What run_job needs, imported while the first job is on its way.
     import nbclient  # noqa: F401
     import nbformat  # noqa: F401
@@ -367,15 +390,9 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
             current, spare = spare, None
             try:
                 job = json.loads(Path(job_file).read_text())
-                zygote = zygote_for(_settings(job))
-                try:
-                    spare = Spare(_settings(job), zygote)
-                except Exception:  # no spare: the next job starts its own kernel
-                    import traceback
-
-                    traceback.print_exc()
-                    spare = None
-                run_job(job, current, keep=kept(), zygote=zygote)
+                settings = _settings(job)
+                spare = start_spare(settings)
+                run_job(job, current, keep=kept(), zygote=zygote_for(settings))
             except Exception:  # report, and keep serving the next submission
                 import traceback
 

@@ -103,9 +103,9 @@ class Zygote:
     def __init__(self, threads: int = 1, preload: tuple[str, ...] = ()):
         r_req, w_req = os.pipe()
         r_ans, w_ans = os.pipe()
-        env = dict(os.environ)
-        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[name] = str(threads)
+        from .sandbox import THREAD_VARIABLES
+
+        env = {**os.environ, **dict.fromkeys(THREAD_VARIABLES, str(threads))}
         env["PYTHONHASHSEED"] = "0"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "normedu.course.zygote", str(r_req), str(w_ans), *preload],
@@ -149,12 +149,11 @@ def _child(request: dict, fds: tuple[int, ...]) -> None:
         with contextlib.suppress(OSError):
             os.close(fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    from .sandbox import confine
+    from .sandbox import confine, connection_files
 
     argv = request["argv"]
-    connection = [a for a in argv if a.endswith(".json") and os.path.isfile(a)]
     sandbox = dict(request["sandbox"])
-    sandbox["readable"] = list(sandbox.get("readable", ())) + connection
+    sandbox["readable"] = list(sandbox.get("readable", ())) + connection_files(argv)
     env = confine(**sandbox)
     os.environ.clear()
     os.environ.update(env)
@@ -172,10 +171,9 @@ def _child(request: dict, fds: tuple[int, ...]) -> None:
 def serve(read_fd: int, write_fd: int, preload: tuple[str, ...] = ()) -> None:
     """The zygote: import what every kernel needs (and ``preload``), then fork one kernel per
     request line."""
-    import ctypes
+    from .sandbox import die_with_parent
 
-    # Die with the worker (the kernels die with us, see sandbox.confine).
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    die_with_parent()  # with the worker; the kernels die with us (sandbox.confine)
     import importlib
     import pkgutil
 
