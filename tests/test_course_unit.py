@@ -489,3 +489,38 @@ def test_only_assignments_that_import_torch_get_it_preloaded():
     course = Course(root=Path(__file__).resolve().parent.parent)
     assert preloads(course, "rmsnorm", "rmsnorm") == ("torch",)
     assert preloads(course, "layernorm", "layernorm") == ()
+
+
+@needs_linux
+def test_book_kernels_are_forked_in_the_page_folder_with_the_page_environment(
+    tmp_path, monkeypatch
+):
+    """The book build's kernels (book/_ext/parallel_execute.py): forked, unconfined, from a
+    zygote that preloaded a module; each runs in its page's folder with the environment
+    jupyter_client built for it, not the zygote's."""
+    from nbclient import NotebookClient
+
+    from normedu.course.zygote import WarmKernelManager, Zygote
+
+    page = tmp_path / "book"
+    page.mkdir()
+    monkeypatch.setenv("NORMEDU_PAGE_TEST", "page")
+    zygote = Zygote(threads=None, preload=("colorsys",), grading=False, env={"ZYGOTE_ONLY": "1"})
+    code = (
+        "import os, sys; print(os.getcwd(), os.getppid(), 'colorsys' in sys.modules, "
+        "os.environ.get('NORMEDU_PAGE_TEST'), os.environ.get('ZYGOTE_ONLY'))"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    try:
+        NotebookClient(
+            nb,
+            timeout=60,
+            kernel_name="python3",
+            kernel_manager_class=WarmKernelManager.bound_to(zygote),
+            resources={"metadata": {"path": str(page)}},
+        ).execute()
+    finally:
+        zygote.close()
+    cwd, parent, preloaded, variable, zygote_only = nb.cells[0].outputs[0]["text"].split()
+    assert (cwd, int(parent)) == (str(page), zygote.pid)
+    assert (preloaded, variable, zygote_only) == ("True", "page", "None")

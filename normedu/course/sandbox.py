@@ -244,7 +244,7 @@ def _kernel_manager_class():
         sandbox_zygote = Any(None, allow_none=True)
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
-            from .zygote import kernel_arguments
+            from .zygote import adopt, kernel_arguments
 
             argv = kernel_arguments(kernel_cmd)
             if self.sandbox_zygote is None or argv is None:
@@ -259,13 +259,7 @@ def _kernel_manager_class():
                     "readable": list(self.sandbox_readable),
                 },
             )
-            # What LocalProvisioner.launch_kernel records for a process it started itself.
-            provisioner = self.provisioner
-            # The fork calls setsid(): its process group, like a kernel started in a new session.
-            provisioner.process, provisioner.pid = process, process.pid
-            provisioner.pgid = process.pid
-            provisioner.cwd = self.sandbox_workdir
-            self._reconcile_connection_info(provisioner.connection_info)
+            adopt(self, process, self.sandbox_workdir)
 
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = super().format_kernel_cmd(extra_arguments)
