@@ -510,17 +510,27 @@ def test_book_kernels_are_forked_in_the_page_folder_with_the_page_environment(
         "import os, sys; print(os.getcwd(), os.getppid(), 'colorsys' in sys.modules, "
         "os.environ.get('NORMEDU_PAGE_TEST'), os.environ.get('ZYGOTE_ONLY'))"
     )
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    try:
+    manager = WarmKernelManager.bound_to(zygote)
+
+    def run() -> list[str]:
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
         NotebookClient(
             nb,
             timeout=60,
             kernel_name="python3",
-            kernel_manager_class=WarmKernelManager.bound_to(zygote),
+            kernel_manager_class=manager,
             resources={"metadata": {"path": str(page)}},
         ).execute()
+        return nb.cells[0].outputs[0]["text"].split()
+
+    try:
+        cwd, parent, preloaded, variable, zygote_only = run()
+        assert (cwd, int(parent)) == (str(page), zygote.pid)
+        assert (preloaded, variable, zygote_only) == ("True", "page", "None")
+        # A zygote that died: the next page's kernel starts from scratch instead.
+        zygote.process.kill()
+        zygote.process.wait()
+        cwd, parent, preloaded, _, _ = run()
+        assert (cwd, preloaded) == (str(page), "False") and int(parent) != zygote.pid
     finally:
         zygote.close()
-    cwd, parent, preloaded, variable, zygote_only = nb.cells[0].outputs[0]["text"].split()
-    assert (cwd, int(parent)) == (str(page), zygote.pid)
-    assert (preloaded, variable, zygote_only) == ("True", "page", "None")

@@ -200,7 +200,11 @@ def _warm_manager_class():
             if self.zygote is None or argv is None:
                 return await super()._async_launch_kernel(kernel_cmd, **kw)
             cwd = kw.get("cwd") or os.getcwd()
-            adopt(self, self.zygote.spawn(argv, None, cwd=cwd, env=kw.get("env")), cwd)
+            try:
+                process = self.zygote.spawn(argv, None, cwd=cwd, env=kw.get("env"))
+            except (OSError, RuntimeError):  # the zygote is gone: start this kernel as usual
+                return await super()._async_launch_kernel(kernel_cmd, **kw)
+            adopt(self, process, cwd)
 
     return WarmKernelManager
 
@@ -280,6 +284,11 @@ def serve(
                     importlib.import_module(f"{package.__name__}.{module.name}")
         else:
             importlib.import_module(name)
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        # A forked child cannot use CUDA once its parent has: better no zygote at all.
+        raise SystemExit("normedu zygote: a preloaded module initialized CUDA; not forking")
 
     # Reap our kernels as they exit, so that they never linger as zombies.
     def reap(*_):
