@@ -184,6 +184,30 @@ def test_ledger_lists_every_page_with_claims_in_reading_order(request):
     assert [a or b for a, b in rows] == [n for n in TOC if n in ledger.registered()]
 
 
+#: What each chapter's claim checks must have recorded in the build: at least this many claims,
+#: each id once, and these verdicts.
+BUILT_CLAIMS = {
+    "drift": (8, {"drift.1.05^50": "confirmed"}),
+    "batchnorm": (10, {"bn.formula": "confirmed", "bn.wu_he": "cited"}),
+    "layernorm": (10, {"ln.walkthrough": "confirmed", "ln.gpt2_count": "confirmed"}),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("book")
+@pytest.mark.parametrize("chapter", BUILT_CLAIMS)
+def test_the_build_recorded_each_chapters_claims(request, chapter):
+    """The chapter ran its claim checks at full size in the build (its last cell); the ledger
+    the build wrote holds them, well formed. (Run again here, they would cost the build's time
+    a second time.)"""
+    least, verdicts = BUILT_CLAIMS[chapter]
+    claims = [c for c in ledger.load(site_dir(request).parent / "ledger") if c.chapter == chapter]
+    ids = [c.id for c in claims]
+    assert len(ids) == len(set(ids)) >= least, ids
+    by = {c.id: c.verdict for c in claims}
+    assert {k: by.get(k) for k in verdicts} == verdicts
+
+
 def test_status_and_questions_pages():
     assert "```{nb-exec-table}" in (BOOK / "execution_status.md").read_text()
     q = (BOOK / "questions.md").read_text()
