@@ -465,6 +465,34 @@ def test_feedback_tracebacks_keep_the_cell_and_drop_the_grading_machine():
     ]
 
 
+def test_nbgrader_metadata_check_accepts_and_rejects_what_jsonschema_does():
+    """nbgrader's cell-metadata validator, with the compiled validator installed by the
+    bridge, against ``jsonschema.validate`` on nbgrader's own schema."""
+    import jsonschema
+    from nbgrader.nbgraderformat.v3 import MetadataValidatorV3
+
+    import normedu.course.nbgrader_bridge  # noqa: F401 - installs the compiled validator
+
+    validator = MetadataValidatorV3()
+    good = {"grade": True, "grade_id": "t1", "locked": True, "points": 1, "schema_version": 3,
+            "solution": False, "task": False}  # fmt: skip
+    bad = {**good, "points": "one"}
+    for meta in (good, bad):
+        cell = nbformat.v4.new_code_cell("pass", metadata={"nbgrader": dict(meta)})
+        try:
+            jsonschema.validate(meta, validator.schema)
+            expected = None
+        except jsonschema.ValidationError as exc:
+            expected = exc.message
+        try:
+            validator.validate_cell(cell)
+            got = None
+        except jsonschema.ValidationError as exc:
+            got = exc.message
+        assert got == expected
+    assert expected is not None  # the bad cell was rejected, by both
+
+
 def test_root_nbgrader_config_is_the_course_configuration():
     """One nbgrader configuration: the root nbgrader_config.py loads Course.nbgrader_config,
     which hides hidden tests in feedback, keeps the exchange in the course, and uses ipc."""

@@ -7,6 +7,8 @@
   sandboxed worker executed (:mod:`.pool`).
 - :func:`sanitize`, :func:`record`: nbgrader's own sanitize steps and ``autograde`` run in the
   parent process on a working copy of the gradebook.
+- :func:`validate_metadata`: nbgrader's check of every cell's metadata, with one compiled
+  validator per schema instead of one per cell.
 
 This module imports nbgrader: import it only where nbgrader is needed.
 """
@@ -14,9 +16,12 @@ This module imports nbgrader: import it only where nbgrader is needed.
 from __future__ import annotations
 
 import re
+import types
 from pathlib import Path
 
+import jsonschema
 import nbformat
+import nbgrader.nbgraderformat.common
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
@@ -31,6 +36,31 @@ _FILE_FRAME = re.compile(r"^\s*File\s+\S")
 _ABS_PY = re.compile(r"(/[^\s\"':]+/)([^/\s\"':]+\.py)")
 #: A plain Python traceback's frame line in a file, with its source line if any.
 _STDERR_FRAME = re.compile(r'^[ \t]*File "[^"<][^"]*", line \d+.*\n(?:[ \t]{4,}\S.*\n)?', re.M)
+
+
+_VALIDATORS: dict[int, tuple[dict, jsonschema.protocols.Validator]] = {}
+
+
+def validate_metadata(instance, schema: dict) -> None:
+    """``jsonschema.validate(instance, schema)``, the same check and the same error, with the
+    schema checked and compiled once.
+
+    nbgrader validates the ``nbgrader`` metadata of every cell, in several steps of every
+    submission, with ``jsonschema.validate``, which checks the schema itself and builds a
+    validator on each call: about 5 ms per cell, 0.1 s per notebook. Installed as the
+    ``jsonschema.validate`` that nbgrader's metadata validator calls (nbgrader is pinned).
+    """
+    known = _VALIDATORS.get(id(schema))
+    if known is None or known[0] is not schema:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        known = _VALIDATORS[id(schema)] = (schema, cls(schema))
+    error = jsonschema.exceptions.best_match(known[1].iter_errors(instance))
+    if error is not None:
+        raise error
+
+
+nbgrader.nbgraderformat.common.jsonschema = types.SimpleNamespace(validate=validate_metadata)
 
 
 def student_traceback(output, hidden: bool) -> list[str]:
