@@ -341,7 +341,7 @@ def test_only_an_ipython_kernel_of_this_interpreter_is_forked():
 
 
 def test_may_run_long_spots_loops_and_blocking_calls(tmp_path):
-    from normedu.course.checks import may_run_long
+    from normedu.course.checks import imported_modules, may_run_long
 
     def nb(source):
         path = tmp_path / f"{abs(hash(source))}.ipynb"
@@ -354,6 +354,14 @@ def test_may_run_long_spots_loops_and_blocking_calls(tmp_path):
     assert not may_run_long(nb("def f(:"))  # not Python: nothing to tell
     (tmp_path / "broken.ipynb").write_text("{")
     assert not may_run_long(tmp_path / "broken.ipynb")
+    # The same parse of the code cells names what a notebook imports, magics and all.
+    assert imported_modules(
+        nb("%matplotlib inline\nimport torch.nn as nn\nfrom numpy import e")
+    ) == {
+        "torch",
+        "numpy",
+    }
+    assert imported_modules(nb("from . import sibling\nx = 'import torch'")) == set()
 
 
 @needs_linux
@@ -528,7 +536,7 @@ def test_book_kernels_are_forked_in_the_page_folder_with_the_page_environment(
     jupyter_client built for it, not the zygote's."""
     from nbclient import NotebookClient
 
-    from normedu.course.zygote import WarmKernelManager, Zygote
+    from normedu.course.zygote import Zygote, warm_kernel_manager
 
     page = tmp_path / "book"
     page.mkdir()
@@ -538,7 +546,7 @@ def test_book_kernels_are_forked_in_the_page_folder_with_the_page_environment(
         "import os, sys; print(os.getcwd(), os.getppid(), 'colorsys' in sys.modules, "
         "os.environ.get('NORMEDU_PAGE_TEST'), os.environ.get('ZYGOTE_ONLY'))"
     )
-    manager = WarmKernelManager.bound_to(zygote)
+    manager = warm_kernel_manager(zygote)
 
     def run() -> list[str]:
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])

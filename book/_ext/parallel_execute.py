@@ -92,6 +92,7 @@ def execute_outdated(app, env, docnames) -> None:
     from jupyter_cache import get_cache
     from jupyter_cache.cache.main import CacheBundleIn
     from jupyter_cache.executors.utils import single_nb_execution
+    from normedu.course.zygote import warm_kernel_manager
 
     todo = _outdated(env, docnames)
     shared, alone = [], []
@@ -102,7 +103,8 @@ def execute_outdated(app, env, docnames) -> None:
         return
     LOGGER.info(f"executing {len(shared)} pages, {workers} at a time, then {len(alone)} alone")
 
-    kernels = _warm_kernels()
+    zygote = _zygote()
+    kernels = {"kernel_manager_class": warm_kernel_manager(zygote)} if zygote else {}
 
     def run(item):
         docname, path, notebook, _ = item
@@ -127,8 +129,8 @@ def execute_outdated(app, env, docnames) -> None:
         # writes to the cache's database.
         done += [run(item) for item in alone]
     finally:
-        if kernels:
-            kernels["kernel_manager_class"].zygote.close()
+        if zygote is not None:
+            zygote.close()
     for (docname, path, notebook, read_fmt), result in done:
         if result.err is not None:
             LOGGER.info(f"{docname}: failed here, the read phase runs it again")
@@ -147,20 +149,19 @@ def execute_outdated(app, env, docnames) -> None:
     LOGGER.info(f"executed {len(todo)} pages in {time.perf_counter() - t0:.1f} s")
 
 
-def _warm_kernels() -> dict:
-    """``{"kernel_manager_class": ...}`` for NotebookClient: kernels forked from a zygote that
-    has imported :data:`PRELOAD`; empty (MyST-NB's own kernels) if that cannot start."""
+def _zygote():
+    """A zygote that has imported :data:`PRELOAD` (:mod:`normedu.course.zygote`), or None if
+    it cannot start (MyST-NB's own kernels then run the pages)."""
     try:
-        from normedu.course.zygote import WarmKernelManager, Zygote
+        from normedu.course.zygote import Zygote
 
         # ipykernel sets this backend at start-up, before a page imports matplotlib; the
         # zygote imports matplotlib first, so it sets the same backend beforehand.
         env = {"MPLBACKEND": os.environ.get("MPLBACKEND") or INLINE_BACKEND}
-        zygote = Zygote(threads=None, preload=PRELOAD, grading=False, env=env)
+        return Zygote(threads=None, preload=PRELOAD, grading=False, env=env)
     except Exception as exc:  # noqa: BLE001 - kernels start from scratch, as without it
         LOGGER.info(f"no warm kernels ({exc}); each page starts its own")
-        return {}
-    return {"kernel_manager_class": WarmKernelManager.bound_to(zygote)}
+        return None
 
 
 def setup(app):

@@ -45,6 +45,7 @@ from .checks import (
     assignment_mismatch,
     belongs_to,
     expected_cells,
+    imported_modules,
     may_run_long,
     read_notebook,
     tampering,
@@ -171,15 +172,11 @@ def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
     """The modules of :data:`PRELOADABLE` that the assignment's own notebook (its source, else
     its release) imports: its kernels' zygote imports them once. Never one it does not
     import: a NumPy assignment's kernels must not have torch loaded."""
-    import re
-
     for folder in (course.source_dir(assignment), course.release_dir(assignment)):
         path = folder / f"{notebook}.ipynb"
         if path.exists():
-            text = path.read_text(encoding="utf-8", errors="replace")
-            return tuple(
-                m for m in PRELOADABLE if re.search(rf"(?:^|\\n|\")\s*(?:import|from) {m}\b", text)
-            )
+            imported = imported_modules(path)
+            return tuple(m for m in PRELOADABLE if m in imported)
     return ()
 
 

@@ -170,6 +170,45 @@ def tampering(nb, expected: list[SourceCell]) -> list[str]:
 _MAY_BLOCK = {"sleep", "input", "pause"}
 
 
+def code_trees(path: str | Path) -> list:
+    """The parsed code cells (``ast`` modules) of the notebook at ``path``, read as JSON and
+    nothing run. IPython lines (``%magic``, ``!shell``) are left out; a cell that is still
+    not Python, and a file that is not a notebook, give nothing."""
+    import ast
+
+    try:
+        cells = json.loads(Path(path).read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    trees = []
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        lines = [ln for ln in source.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+        try:
+            trees.append(ast.parse("\n".join(lines)))
+        except (SyntaxError, ValueError):
+            continue
+    return trees
+
+
+def imported_modules(path: str | Path) -> set[str]:
+    """The top-level names of every module the notebook's code cells import (``torch`` for
+    ``import torch.nn as nn`` or ``from torch import nn``)."""
+    import ast
+
+    names = set()
+    for tree in code_trees(path):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+    return names
+
+
 def may_run_long(path: str | Path) -> bool:
     """Does any code cell hold a ``while`` loop or a call that may block (``time.sleep``,
     ``input``, ...)? Such a submission is graded first: one that runs to its time limit
@@ -177,20 +216,7 @@ def may_run_long(path: str | Path) -> bool:
     A cheap scan of the source (nothing runs); an unreadable file is not long."""
     import ast
 
-    try:
-        nb = json.loads(Path(path).read_text(encoding="utf-8"))
-        cells = nb["cells"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    for cell in cells:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            continue
+    for tree in code_trees(path):
         for node in ast.walk(tree):
             if isinstance(node, ast.While):
                 return True

@@ -244,22 +244,20 @@ def _kernel_manager_class():
         sandbox_zygote = Any(None, allow_none=True)
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
-            from .zygote import adopt, kernel_arguments
+            from .zygote import fork_kernel
 
-            argv = kernel_arguments(kernel_cmd)
-            if self.sandbox_zygote is None or argv is None:
-                return await super()._async_launch_kernel(kernel_cmd, **kw)
-            process = self.sandbox_zygote.spawn(
-                argv,
-                {
-                    "workdir": self.sandbox_workdir,
-                    "memory_mb": self.sandbox_memory_mb,
-                    "threads": self.sandbox_threads,
-                    "landlock": self.sandbox_landlock,
-                    "readable": list(self.sandbox_readable),
-                },
-            )
-            adopt(self, process, self.sandbox_workdir)
+            sandbox = {
+                "workdir": self.sandbox_workdir,
+                "memory_mb": self.sandbox_memory_mb,
+                "threads": self.sandbox_threads,
+                "landlock": self.sandbox_landlock,
+                "readable": list(self.sandbox_readable),
+            }
+            # Without a zygote (or with one that died): through the wrapper, confined the same.
+            if not fork_kernel(
+                self, self.sandbox_zygote, kernel_cmd, sandbox, self.sandbox_workdir
+            ):
+                await super()._async_launch_kernel(kernel_cmd, **kw)
 
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = super().format_kernel_cmd(extra_arguments)

@@ -19,7 +19,7 @@ because NumPy fixes its thread pool at import.
 
 The book build uses the same machinery without the sandbox (its pages are the course's own
 code): ``Zygote(threads=None, preload=..., grading=False)`` imports what every chapter imports
-(torch, matplotlib, the package) once, and :class:`WarmKernelManager` forks each page's kernel
+(torch, matplotlib, the package) once, and :func:`warm_kernel_manager` forks each page's kernel
 from it, in the page's folder and with the environment ``jupyter_client`` built for it. That
 saves about 4 s of imports per page.
 """
@@ -34,8 +34,14 @@ import subprocess
 import sys
 import time
 
-# WarmKernelManager is built on first use (module __getattr__), so it is not listed here.
-__all__ = ["Zygote", "ForkedKernel", "adopt", "kernel_arguments", "serve"]
+__all__ = [
+    "Zygote",
+    "ForkedKernel",
+    "fork_kernel",
+    "warm_kernel_manager",
+    "kernel_arguments",
+    "serve",
+]
 
 
 def kernel_arguments(kernel_cmd: list[str]) -> list[str] | None:
@@ -170,52 +176,52 @@ class Zygote:
         self.process.wait()
 
 
-def adopt(manager, process: ForkedKernel, cwd: str) -> None:
-    """Record a forked kernel in ``manager`` (a ``jupyter_client`` kernel manager) as its
-    ``LocalProvisioner.launch_kernel`` records a process it started itself."""
+def fork_kernel(
+    manager,
+    zygote: Zygote | None,
+    kernel_cmd: list[str],
+    sandbox: dict | None,
+    cwd: str,
+    env: dict[str, str] | None = None,
+) -> bool:
+    """Fork the kernel of ``kernel_cmd`` from ``zygote`` for ``manager`` (a ``jupyter_client``
+    kernel manager, inside its ``_async_launch_kernel``), with the arguments of
+    :meth:`Zygote.spawn`, and record it as ``LocalProvisioner.launch_kernel`` records a
+    process it started itself.
+
+    Returns False, having started nothing, when there is no zygote, the command is not an
+    IPython kernel of this interpreter, or the zygote is gone: the manager then starts the
+    kernel its usual way.
+    """
+    argv = kernel_arguments(kernel_cmd)
+    if zygote is None or argv is None:
+        return False
+    try:
+        process = zygote.spawn(argv, sandbox, cwd=cwd, env=env)
+    except (OSError, RuntimeError):  # the zygote died: nothing was forked
+        return False
     provisioner = manager.provisioner
     # The fork calls setsid(): its process group, like a kernel started in a new session.
     provisioner.process, provisioner.pid = process, process.pid
     provisioner.pgid = process.pid
     provisioner.cwd = cwd
     manager._reconcile_connection_info(provisioner.connection_info)
+    return True
 
 
-def _warm_manager_class():
+def warm_kernel_manager(zygote: Zygote) -> type:
+    """A ``jupyter_client`` kernel manager class (for ``NotebookClient``'s
+    ``kernel_manager_class``) whose IPython kernels are forked, unconfined, from ``zygote``,
+    in the folder and with the environment the client asks for."""
     from jupyter_client.manager import AsyncKernelManager
 
     class WarmKernelManager(AsyncKernelManager):
-        """An ``AsyncKernelManager`` whose IPython kernels are forked, unconfined, from the
-        class's ``zygote`` (:meth:`bound_to` makes such a class); any other kernel starts as
-        usual."""
-
-        zygote: Zygote | None = None
-
-        @classmethod
-        def bound_to(cls, zygote: Zygote) -> type:
-            return type(cls.__name__, (cls,), {"zygote": zygote})
-
         async def _async_launch_kernel(self, kernel_cmd, **kw):
-            argv = kernel_arguments(kernel_cmd)
-            if self.zygote is None or argv is None:
-                return await super()._async_launch_kernel(kernel_cmd, **kw)
             cwd = kw.get("cwd") or os.getcwd()
-            try:
-                process = self.zygote.spawn(argv, None, cwd=cwd, env=kw.get("env"))
-            except (OSError, RuntimeError):  # the zygote is gone: start this kernel as usual
-                return await super()._async_launch_kernel(kernel_cmd, **kw)
-            adopt(self, process, cwd)
+            if not fork_kernel(self, zygote, kernel_cmd, None, cwd, kw.get("env")):
+                await super()._async_launch_kernel(kernel_cmd, **kw)
 
     return WarmKernelManager
-
-
-def __getattr__(name: str):
-    # Built lazily: the zygote itself must start without importing jupyter_client.
-    if name == "WarmKernelManager":
-        cls = _warm_manager_class()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
 
 
 def _child(request: dict, fds: tuple[int, ...]) -> None:
