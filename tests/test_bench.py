@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import subprocess
 import sys
 
@@ -233,11 +232,14 @@ def test_module_entry_point_runs(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("inductor")  # see tests/test_fast.py
 def test_compiled_and_fast_variants_report_compile_time():
     # The compiled backward is left out: it is the slowest compile by far, and the fast
-    # appendix's run (bench.book_run) compiles it in every build.
+    # appendix's run (bench.book_run) compiles it in every build. One op: a compile costs
+    # seconds, and the second op's goes through the same code.
     r = run_benchmark(
         shapes=[(16, 64)],
+        ops=("layernorm",),
         impls=("compiled", "fast", "fast_out"),
         passes=("fwd", "fwdbwd"),
         reps=2,
@@ -246,10 +248,10 @@ def test_compiled_and_fast_variants_report_compile_time():
         skip=("compiled/fwdbwd",),
     )
     rows = r.rows()
-    # fast_out has no backward: 2 ops x (1 + 2 + 1)
-    assert len(rows) == 8
+    # fast_out has no backward: 1 + 2 + 1
+    assert len(rows) == 4
     assert all(row["compile_s"] >= 0.0 for row in rows)
-    assert not math.isnan(r.ratio("fast", 16, 64, pass_="fwdbwd"))
+    assert r.find("layernorm", "fast", 16, 64, "fwdbwd")["median_s"] > 0
     # every fast row says which kernel ran; the others do not claim one
     assert {row["backend"] for row in rows if row["impl"].startswith("fast")} == {"c"}
     assert not any("backend" in row for row in rows if row["impl"] == "compiled")

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -108,24 +104,27 @@ def test_bad_inputs_raise_clear_errors():
         C.layer_norm_forward(x, w, b, EPS, torch.empty(8, 4))
 
 
-FALLBACK = """
-from normedu import cpu_kernels as C, fast
-import torch
-assert not C.available()
-print(C.status())
-x = torch.randn(4, 8)
-assert fast.backend(x) == "inductor"
-torch.testing.assert_close(fast.layer_norm(x), torch.nn.functional.layer_norm(x, (8,)))
-"""
+@pytest.fixture
+def rebuilt(monkeypatch):
+    """Makes the next ``C.available()`` build and load the library afresh, in this process,
+    from the environment the test sets with ``monkeypatch``; afterwards the real library is
+    loaded again. (A fresh process would cost an import of torch and of Inductor.)"""
+    C._library.cache_clear()
+    yield monkeypatch
+    monkeypatch.undo()
+    C._library.cache_clear()
+    assert C.available(), C.status()
 
 
-def test_without_a_compiler_fast_falls_back_to_inductor(tmp_path):
-    env = {**os.environ, "CC": str(tmp_path / "no-such-cc"), "NORMEDU_CACHE_DIR": str(tmp_path)}
-    r = subprocess.run(
-        [sys.executable, "-c", FALLBACK], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "build failed" in r.stdout and "no-such-cc" in r.stdout
+@pytest.mark.xdist_group("inductor")  # see tests/test_fast.py
+def test_without_a_compiler_fast_falls_back_to_inductor(tmp_path, rebuilt):
+    rebuilt.setenv("CC", str(tmp_path / "no-such-cc"))
+    rebuilt.setenv("NORMEDU_CACHE_DIR", str(tmp_path))
+    assert not C.available()
+    assert "build failed" in C.status() and "no-such-cc" in C.status()
+    x = torch.randn(4, 8)
+    assert fast.backend(x) == "inductor"
+    torch.testing.assert_close(fast.layer_norm(x), F.layer_norm(x, (8,)))
 
 
 @pytest.mark.parametrize("n,d", [(7, 5), (33, 1000), (4, 4096), (3, 16387)])
@@ -197,6 +196,7 @@ def test_forward_saves_the_statistics_the_backward_reuses():
         C.layer_norm_forward(x, w, b, EPS, torch.empty_like(x), stats=(torch.empty(3), stats[1]))
 
 
+@pytest.mark.xdist_group("inductor")  # see tests/test_fast.py
 def test_ablation_times_every_variant_against_the_same_copy():
     from normedu.ablation import cpu_kernel_ablation
 
@@ -209,16 +209,9 @@ def test_ablation_times_every_variant_against_the_same_copy():
         cpu_kernel_ablation(0, 256)
 
 
-def test_an_unwritable_cache_folder_falls_back_with_a_reason(tmp_path):
+def test_an_unwritable_cache_folder_falls_back_with_a_reason(tmp_path, rebuilt):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    env = {**os.environ, "NORMEDU_CACHE_DIR": str(blocker / "cache")}
-    r = subprocess.run(
-        [sys.executable, "-c", "from normedu import cpu_kernels as C; print(C.status())"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "cannot write the cache folder" in r.stdout and "NORMEDU_CACHE_DIR" in r.stdout
+    rebuilt.setenv("NORMEDU_CACHE_DIR", str(blocker / "cache"))
+    assert not C.available()
+    assert "cannot write the cache folder" in C.status() and "NORMEDU_CACHE_DIR" in C.status()

@@ -22,6 +22,10 @@ D = SHAPE[-1]
 EPS = 1e-5
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 
+# One worker runs every test that compiles with Inductor (the "inductor" group), so a run
+# imports and starts Inductor once and compiles each kernel once.
+pytestmark = pytest.mark.xdist_group("inductor")
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
