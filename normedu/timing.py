@@ -72,6 +72,7 @@ def interleaved(
     warmup: int = 0,
     inner: Sequence[int] | None = None,
     prime: bool | None = None,
+    probes: Sequence[float] | None = None,
     on_call: Callable[[], Any] | None = None,
 ) -> list[list[float]]:
     """Samples (seconds per call) of each of ``fns``, ``rounds`` each, interleaved round-robin.
@@ -84,6 +85,8 @@ def interleaved(
     - inner: calls per sample for each variant (default 1).
     - prime: one untimed call before each timed one: True, False, or None for "on a CPU,
       for the variants faster than :data:`PRIME_BELOW_S`" (one probe call decides).
+    - probes: seconds per call of each variant that the caller has measured already (after
+      its first call): with ``prime=None`` they decide instead of a probe call each.
     - on_call: called after each sample (a progress bar's update).
 
     Returns one list of ``rounds`` samples per variant, in the order of ``fns``.
@@ -93,7 +96,10 @@ def interleaved(
     timer = timer or Timer()
     inner = list(inner) if inner is not None else [1] * len(fns)
     if prime is None:
-        primed = [not timer.cuda and timer(fn) < PRIME_BELOW_S for fn in fns]
+        if probes is not None and len(probes) != len(fns):
+            raise ValueError(f"need one probe per variant, got {len(probes)} for {len(fns)}")
+        times = probes if probes is not None else [0.0 if timer.cuda else timer(fn) for fn in fns]
+        primed = [not timer.cuda and t < PRIME_BELOW_S for t in times]
     else:
         primed = [prime] * len(fns)
     samples: list[list[float]] = [[] for _ in fns]

@@ -24,6 +24,14 @@ def test_interleaved_primes_only_fast_cpu_variants_by_default(monkeypatch):
     calls = []
     samples = timing.interleaved([lambda: calls.append(1)], 3)
     assert len(samples[0]) == 3 and len(calls) == 1 + 3  # one probe call, three timed
+    # A probe the caller measured already replaces the probe call: 10 ms primes, 1 s does not.
+    monkeypatch.setattr(timing, "PRIME_BELOW_S", 0.05)
+    counts = [0, 0]
+    fns = [lambda i=i: counts.__setitem__(i, counts[i] + 1) for i in range(2)]
+    timing.interleaved(fns, 3, probes=[0.01, 1.0])
+    assert counts == [2 * 3, 3]
+    with pytest.raises(ValueError, match="one probe per variant"):
+        timing.interleaved(fns, 1, probes=[0.01])
     with pytest.raises(ValueError, match="rounds"):
         timing.interleaved([lambda: None], 0)
 

@@ -140,19 +140,21 @@ def run_benchmark(
                         continue
                     compiles = impl in ("compiled", "fast", "fast_out")
                     variants.append(({"op": op, "impl": impl, "pass_": pass_}, fn, compiles))
-        # First calls (compilation included), then a rough per-call time to size CUDA samples.
+        # First calls (compilation included), then a second call each: a rough per-call time
+        # that sizes the CUDA samples and, on a CPU, decides which variants are primed.
         first: list[float] = []
-        inner: list[int] = []
+        second: list[float] = []
         for _, fn, _ in variants:
             first.append(timer(fn))
-            inner.append(inner_for(timer(fn), pre.cuda_sample_s) if dev.type == "cuda" else 1)
+            second.append(timer(fn))
             bar.update(1)
         samples = interleaved(
             [fn for _, fn, _ in variants],
             reps,
             timer=timer,
             warmup=warmup,
-            inner=inner,
+            inner=[inner_for(t, pre.cuda_sample_s) if dev.type == "cuda" else 1 for t in second],
+            probes=second,
             on_call=lambda: bar.update(1),
         )
         copy_med, copy_min = statistics.median(samples[0]), min(samples[0])

@@ -221,8 +221,9 @@ def _time_partial(x: np.ndarray, ps) -> np.ndarray:
     # machine's cores make a call up to 50x slower at random.
     with threads(1):
         # Each sample repeats a call for about 10 ms: one call of 1024 rows takes about 1 ms.
-        inner = [inner_for(timer(fn), 0.01) for fn in fns]
-        samples = interleaved(fns, 15, timer=timer, inner=inner)
+        probes = [timer(fn) for fn in fns]
+        inner = [inner_for(t, 0.01) for t in probes]
+        samples = interleaved(fns, 15, timer=timer, inner=inner, probes=probes)
     out = [statistics.median(s) for s in samples]
     full = out[ps.index(1.0)] if 1.0 in ps else float("nan")
     return np.array(out) / full
