@@ -3,7 +3,7 @@
 The book is built once per test session by :func:`book_html`. Under pytest-xdist every test
 that uses it must carry ``@pytest.mark.xdist_group("book")`` so that they all land on the
 same worker (``make test`` runs ``-n 2 --dist loadgroup``) and the build happens once. The
-other groups work the same way: ``"course"`` and ``"lab"`` share a course folder or a JupyterLab
+other groups work the same way: ``"course"`` and ``"lab"`` share a graded cohort or a JupyterLab
 server, ``"inductor"`` holds the tests that compile with torch.compile (Inductor starts and
 compiles a kernel in seconds; one worker does it once).
 """
