@@ -95,13 +95,13 @@ def interleaved(
         raise ValueError(f"need rounds >= 1 and warmup >= 0, got {rounds}, {warmup}")
     timer = timer or Timer()
     inner = list(inner) if inner is not None else [1] * len(fns)
-    if prime is None:
-        if probes is not None and len(probes) != len(fns):
-            raise ValueError(f"need one probe per variant, got {len(probes)} for {len(fns)}")
-        times = probes if probes is not None else [0.0 if timer.cuda else timer(fn) for fn in fns]
-        primed = [not timer.cuda and t < PRIME_BELOW_S for t in times]
+    if probes is not None and len(probes) != len(fns):
+        raise ValueError(f"need one probe per variant, got {len(probes)} for {len(fns)}")
+    if prime is not None or timer.cuda:
+        primed = [bool(prime)] * len(fns)
     else:
-        primed = [prime] * len(fns)
+        times = probes if probes is not None else [timer(fn) for fn in fns]
+        primed = [t < PRIME_BELOW_S for t in times]
     samples: list[list[float]] = [[] for _ in fns]
     for rnd in range(warmup + rounds):
         for i in [(j + rnd) % len(fns) for j in range(len(fns))]:

@@ -355,12 +355,8 @@ def test_may_run_long_spots_loops_and_blocking_calls(tmp_path):
     (tmp_path / "broken.ipynb").write_text("{")
     assert not may_run_long(tmp_path / "broken.ipynb")
     # The same parse of the code cells names what a notebook imports, magics and all.
-    assert imported_modules(
-        nb("%matplotlib inline\nimport torch.nn as nn\nfrom numpy import e")
-    ) == {
-        "torch",
-        "numpy",
-    }
+    magics_and_all = nb("%matplotlib inline\nimport torch.nn as nn\nfrom numpy import e")
+    assert imported_modules(magics_and_all) == {"torch", "numpy"}
     assert imported_modules(nb("from . import sibling\nx = 'import torch'")) == set()
 
 
