@@ -29,23 +29,20 @@ def tiny(monkeypatch):
         fn.cache_clear()
 
 
-def test_sweep_structure_and_small_batch_failure():
-    sw = B.batch_size_sweep(norms=("batchnorm", "layernorm"))
-    assert sw["batch_sizes"] == [2, 32] and sw["epochs"] == 1
-    assert len(sw["batchnorm"]) == 2 and all(0 <= e <= 1 for e in sw["batchnorm"] + sw["layernorm"])
-    # BN trained at batch 2 is far worse than LN at batch 2 (the failure the chapter shows).
-    assert sw["batchnorm"][0] > sw["layernorm"][0] + 0.1
-
-
-def test_sweep_for_store_is_json_and_registered():
+def test_sweep_for_store_structure_and_small_batch_failure():
     import json
 
     from normedu.experiments import registered
 
     assert registered()[B.STORED_SWEEP] is B.sweep_for_store
-    data = B.sweep_for_store("cpu")
-    assert data["preset"] == "cpu" and data["batch_sizes"] == [2, 32]
-    json.dumps(data)
+    # One sweep for both concerns: what the store writes, and what the chapter shows.
+    sw = B.sweep_for_store("cpu")
+    assert sw["preset"] == "cpu" and sw["batch_sizes"] == [2, 32] and sw["epochs"] == 1
+    json.dumps(sw)
+    for norm in ("batchnorm", "groupnorm", "layernorm"):
+        assert len(sw[norm]) == 2 and all(0 <= e <= 1 for e in sw[norm])
+    # BN trained at batch 2 is far worse than LN at batch 2 (the failure the chapter shows).
+    assert sw["batchnorm"][0] > sw["layernorm"][0] + 0.1
     with pytest.raises(ValueError, match="preset"):
         B.sweep_for_store("tpu")
 
