@@ -8,7 +8,8 @@
 - :func:`require_chromium` skips without Debian's Chromium, except under ``CI=true`` where a
   missing browser is a failure.
 - :func:`launch_context` starts headless Chromium with a fresh profile and the flags that keep it
-  from phoning home, so every request the test sees comes from the page itself.
+  from phoning home, so every request the test sees comes from the page itself; with a
+  :func:`dead_port` as its proxy, every request for another host fails inside Chromium.
 - :class:`LinkIndex` and :func:`find_leaks` are the offline link checker and the solution-leak
   search used by the static checks.
 """
@@ -192,8 +193,16 @@ def is_local(url: str) -> bool:
     return parts.hostname == "127.0.0.1"
 
 
-def launch_context(playwright, user_data_dir: Path, *, dark: bool = False):
-    """A persistent Chromium context with a fresh profile, 1280x900, light or dark theme."""
+def launch_context(playwright, user_data_dir: Path, *, dark: bool = False, dead_proxy: int = 0):
+    """A persistent Chromium context with a fresh profile, 1280x900, light or dark theme.
+
+    ``dead_proxy``: a port on 127.0.0.1 where nothing listens (see :func:`dead_port`). Every
+    request not for 127.0.0.1 then goes to that proxy and fails
+    (``net::ERR_PROXY_CONNECTION_FAILED``) inside Chromium, so nothing leaves the machine,
+    without stopping each request in the test process to decide (as a Playwright route
+    does: several CPU-seconds over the site's pages).
+    """
+    proxy = {"server": f"http://127.0.0.1:{dead_proxy}", "bypass": "127.0.0.1"}
     return playwright.chromium.launch_persistent_context(
         str(user_data_dir),
         executable_path=str(CHROMIUM),
@@ -202,7 +211,19 @@ def launch_context(playwright, user_data_dir: Path, *, dark: bool = False):
         viewport={"width": 1280, "height": 900},
         color_scheme="dark" if dark else "light",
         service_workers="block",
+        **({"proxy": proxy} if dead_proxy else {}),
     )
+
+
+@contextlib.contextmanager
+def dead_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections while the context lasts: the socket is
+    bound, so no other process can take the port, but never listens."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
 
 
 # --------------------------------------------------------------------------------------------

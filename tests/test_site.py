@@ -25,6 +25,7 @@ import pytest
 from site_helpers import (
     REPO,
     book_config,
+    dead_port,
     is_exercise_page,
     is_local,
     is_notebook_page,
@@ -154,24 +155,17 @@ def site(request) -> Path:
 
 @pytest.fixture(scope="module")
 def browser(site):
-    """``(context, base_url)``: a fresh Chromium profile on the site served from 127.0.0.1."""
+    """``(context, base_url, external)``: a fresh Chromium profile on the site served from
+    127.0.0.1; ``external`` collects every request for anywhere else, which the dead proxy
+    (:func:`site_helpers.launch_context`) refuses: nothing leaves the machine."""
     from playwright.sync_api import sync_playwright
 
     profile = Path(tempfile.mkdtemp(prefix="normedu-chromium-"))
-    with serve(site) as base, sync_playwright() as pw:
-        context = launch_context(pw, profile)
+    with serve(site) as base, dead_port() as port, sync_playwright() as pw:
+        context = launch_context(pw, profile, dead_proxy=port)
         context.set_default_timeout(30_000)
         external: list[str] = []
-
-        def route(r):
-            # Nothing may leave the machine: record and refuse anything not on 127.0.0.1.
-            if is_local(r.request.url):
-                r.continue_()
-            else:
-                external.append(r.request.url)
-                r.abort()
-
-        context.route("**/*", route)
+        context.on("request", lambda r: is_local(r.url) or external.append(r.url))
         try:
             yield context, base, external
         finally:
@@ -281,16 +275,23 @@ def test_no_request_leaves_the_machine(visits, docname):
 
 
 def test_request_guard_sees_outside_requests(browser):
-    """The recorder above must be able to fail: a page that fetches a CDN file is caught."""
+    """The recorder above must be able to fail: a page that fetches a CDN file is caught, and
+    the request is refused by the dead proxy rather than sent."""
     context, base, external = browser
     seen: list[str] = []
+    refused: list[str] = []
     page = context.new_page()
     page.on("request", lambda r: seen.append(r.url))
+    page.on("requestfailed", lambda r: refused.append(f"{r.url} {r.failure}"))
     page.goto(_doc_url(base, PAGES[0]))
-    page.evaluate("() => fetch('https://cdn.jsdelivr.net/npm/mathjax@3').catch(() => null)")
+    status = page.evaluate(
+        "() => fetch('https://cdn.jsdelivr.net/npm/mathjax@3').then(r => r.status, e => 'error')"
+    )
     page.close()
-    assert [u for u in seen if not is_local(u)] == ["https://cdn.jsdelivr.net/npm/mathjax@3"]
-    assert "https://cdn.jsdelivr.net/npm/mathjax@3" in external
+    cdn = "https://cdn.jsdelivr.net/npm/mathjax@3"
+    assert [u for u in seen if not is_local(u)] == [cdn]
+    assert cdn in external
+    assert status == "error" and refused == [f"{cdn} net::ERR_PROXY_CONNECTION_FAILED"]
 
 
 # --------------------------------------------------------------------------------------------
