@@ -563,10 +563,17 @@ def run_ranks(
         # The server imports torch once; every later rank is a fork of it (milliseconds, not
         # the seconds of a fresh `import torch` per rank). The server starts with a clean
         # interpreter, like spawn, so the same rule holds: fn is pickled by reference.
-        # torch.autograd.Function imports sympy (via symbolic_shapes) at first use: a second
-        # per rank, so the server imports it too.
+        # torch.autograd.Function imports sympy (via symbolic_shapes) at first use, and
+        # constructing a DistributedDataParallel imports torch._dynamo (about 320 modules):
+        # 1 to 2 s of CPU per rank each, so the server imports them once instead.
         ctx.set_forkserver_preload(
-            ["torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes", __name__]
+            [
+                "torch",
+                "torch.distributed",
+                "torch.fx.experimental.symbolic_shapes",
+                "torch._dynamo",
+                __name__,
+            ]
         )
     out_q = ctx.Queue()
     port = free_port()
