@@ -36,10 +36,15 @@ LOGGER = logging.getLogger(__name__)
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 #: What the chapters' first cells import, imported once by the zygote that forks their kernels.
-#: ``pkg.*``: the package and every module in it.
+#: ``pkg.*``: the package and every module in it. torch imports two parts of itself only at
+#: first use, which nearly every chapter reaches: ``torch._dynamo`` at the first optimizer step
+#: or DistributedDataParallel, ``symbolic_shapes`` at the first ``torch.autograd.Function``
+#: (together 2 to 3 s of CPU per page). Importing them starts no thread, so forking stays safe.
 PRELOAD = (
     "numpy",
     "torch",
+    "torch._dynamo",
+    "torch.fx.experimental.symbolic_shapes",
     "matplotlib.pyplot",
     "matplotlib_inline.backend_inline",
     "IPython.display",
