@@ -164,8 +164,11 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
     )
 
 
-#: Heavy modules a kernel's zygote may import ahead when the assignment's notebook uses them.
-PRELOADABLE = ("torch",)
+#: Heavy modules a kernel's zygote may import ahead when the assignment's notebook uses them,
+#: each with the parts of itself it imports only at first use. torch's symbolic_shapes comes
+#: with the first autograd call in some notebooks (1 s of CPU in every graded kernel of the
+#: prepost assignment); it is torch's own, so a kernel that imports torch cannot tell.
+PRELOADABLE = {"torch": ("torch", "torch.fx.experimental.symbolic_shapes")}
 
 
 def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
@@ -176,7 +179,7 @@ def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
         path = folder / f"{notebook}.ipynb"
         if path.exists():
             imported = imported_modules(path)
-            return tuple(m for m in PRELOADABLE if m in imported)
+            return tuple(m for top, ms in PRELOADABLE.items() if top in imported for m in ms)
     return ()
 
 
