@@ -165,7 +165,12 @@ def browser(site):
         context = launch_context(pw, profile, dead_proxy=port)
         context.set_default_timeout(30_000)
         external: list[str] = []
-        context.on("request", lambda r: is_local(r.url) or external.append(r.url))
+
+        def record(request):
+            if not is_local(request.url):
+                external.append(request.url)
+
+        context.on("request", record)
         try:
             yield context, base, external
         finally:
