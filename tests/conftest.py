@@ -17,8 +17,29 @@ from pathlib import Path
 
 import pytest
 
+from normedu.course.sandbox import THREAD_VARIABLES
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+
+# What the test processes change in their own environment, before numpy and torch load (pytest
+# imports this file first). run_book_build gives the book build the environment it had.
+_BEFORE = {var: os.environ.get(var) for var in THREAD_VARIABLES}
+
+# The two xdist workers share two cores: one BLAS/OpenMP thread each. With a thread per core,
+# a worker's second thread spins between the small operations of a test instead of sleeping,
+# taking CPU from the other worker and the book build: measured over a whole run, the worker
+# processes used 101 CPU-s with one thread against 127 with two, every test passing alike.
+# Tests about thread counts set them themselves.
+for _var in THREAD_VARIABLES:
+    os.environ.setdefault(_var, "1")
+
+# Inductor (torch.compile on a CPU) first checks that the C++ compiler builds each vector
+# instruction set /proc/cpuinfo lists, by compiling a probe that includes ATen's vector
+# headers: about 14 CPU-s of g++ on a machine whose Inductor cache is empty, as CI's is. With
+# this set it trusts /proc/cpuinfo; every kernel is still compiled with those instructions, so
+# a compiler that could not build them still fails the tests that compile.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 
 def run_book_build(
@@ -29,6 +50,11 @@ def run_book_build(
     if out is not None:
         cmd += ["--path-output", str(out)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
+    for var, value in _BEFORE.items():  # the thread counts of `make book`, not the workers'
+        if value is None:
+            env.pop(var, None)
+        else:
+            env[var] = value
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=1800)
 
 
