@@ -53,6 +53,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from .torch_imports import FIRST_USE
+
 __all__ = [
     "COMM_SECONDS",
     "all_reduce",
@@ -563,18 +565,9 @@ def run_ranks(
         # The server imports torch once; every later rank is a fork of it (milliseconds, not
         # the seconds of a fresh `import torch` per rank). The server starts with a clean
         # interpreter, like spawn, so the same rule holds: fn is pickled by reference.
-        # torch.autograd.Function imports sympy (via symbolic_shapes) at first use, and
-        # constructing a DistributedDataParallel imports torch._dynamo (about 320 modules):
-        # 1 to 2 s of CPU per rank each, so the server imports them once instead.
-        ctx.set_forkserver_preload(
-            [
-                "torch",
-                "torch.distributed",
-                "torch.fx.experimental.symbolic_shapes",
-                "torch._dynamo",
-                __name__,
-            ]
-        )
+        # With torch, the parts of it that a rank would import at first use (an autograd
+        # Function, a DistributedDataParallel): 1 to 2 s of CPU per rank each.
+        ctx.set_forkserver_preload(["torch", "torch.distributed", *FIRST_USE, __name__])
     out_q = ctx.Queue()
     port = free_port()
     procs = [

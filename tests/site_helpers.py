@@ -202,7 +202,9 @@ def launch_context(playwright, user_data_dir: Path, *, dark: bool = False, dead_
     without stopping each request in the test process to decide (as a Playwright route
     does: several CPU-seconds over the site's pages).
     """
-    proxy = {"server": f"http://127.0.0.1:{dead_proxy}", "bypass": "127.0.0.1"}
+    extra = {}
+    if dead_proxy:
+        extra["proxy"] = {"server": f"http://127.0.0.1:{dead_proxy}", "bypass": "127.0.0.1"}
     return playwright.chromium.launch_persistent_context(
         str(user_data_dir),
         executable_path=str(CHROMIUM),
@@ -211,7 +213,7 @@ def launch_context(playwright, user_data_dir: Path, *, dark: bool = False, dead_
         viewport={"width": 1280, "height": 900},
         color_scheme="dark" if dark else "light",
         service_workers="block",
-        **({"proxy": proxy} if dead_proxy else {}),
+        **extra,
     )
 
 

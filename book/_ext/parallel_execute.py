@@ -30,21 +30,20 @@ from pathlib import Path, PurePosixPath
 from sphinx.util import logging
 
 from ledger_last import LAST
+from normedu.torch_imports import FIRST_USE
 
 LOGGER = logging.getLogger(__name__)
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
 #: What the chapters' first cells import, imported once by the zygote that forks their kernels.
-#: ``pkg.*``: the package and every module in it. torch imports two parts of itself only at
-#: first use, which nearly every chapter reaches: ``torch._dynamo`` at the first optimizer step
-#: or DistributedDataParallel, ``symbolic_shapes`` at the first ``torch.autograd.Function``
-#: (together 2 to 3 s of CPU per page). Importing them starts no thread, so forking stays safe.
+#: ``pkg.*``: the package and every module in it. With torch come the parts of it that torch
+#: imports only at first use (:mod:`normedu.torch_imports`), which nearly every chapter reaches:
+#: together 2 to 3 s of CPU per page.
 PRELOAD = (
     "numpy",
     "torch",
-    "torch._dynamo",
-    "torch.fx.experimental.symbolic_shapes",
+    *FIRST_USE,
     "matplotlib.pyplot",
     "matplotlib_inline.backend_inline",
     "IPython.display",

@@ -39,6 +39,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import torch_imports
 from . import gradebook
 from . import status as st
 from .checks import (
@@ -165,10 +166,10 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
 
 
 #: Heavy modules a kernel's zygote may import ahead when the assignment's notebook uses them,
-#: each with the parts of itself it imports only at first use. torch's symbolic_shapes comes
-#: with the first autograd call in some notebooks (1 s of CPU in every graded kernel of the
-#: prepost assignment); it is torch's own, so a kernel that imports torch cannot tell.
-PRELOADABLE = {"torch": ("torch", "torch.fx.experimental.symbolic_shapes")}
+#: each with the parts of itself it imports only at first use (:mod:`normedu.torch_imports`).
+#: The graded notebooks reach torch's autograd part (1 s of CPU in every graded kernel of the
+#: prepost assignment) but train no model, so not its dynamo part.
+PRELOADABLE = {"torch": ("torch", torch_imports.AUTOGRAD)}
 
 
 def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
