@@ -5,9 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import load_digits
 
 from normedu.data import digits
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """scikit-learn's own digits, the reference the loader must match. Imported here, not at
+    the top: ``sklearn.datasets`` costs each pytest worker seconds of CPU to collect."""
+    from sklearn.datasets import load_digits
+
+    return load_digits()
 
 
 def test_shapes_dtypes_and_sizes():
@@ -17,9 +25,9 @@ def test_shapes_dtypes_and_sizes():
     assert s.n_classes == 10 and s.n_features == 64
 
 
-def test_split_is_a_partition_of_the_bundled_set():
+def test_split_is_a_partition_of_the_bundled_set(reference):
     raw = digits(standardize=False)
-    ref = load_digits()
+    ref = reference
     got = np.concatenate([raw.x_train.numpy(), raw.x_test.numpy()])
     lab = np.concatenate([raw.y_train.numpy(), raw.y_test.numpy()])
     # Same multiset of (image, label) rows as scikit-learn's array, nothing lost or duplicated.
@@ -27,11 +35,11 @@ def test_split_is_a_partition_of_the_bundled_set():
     assert key(got, lab) == key(ref.data, ref.target)
 
 
-def test_split_is_stratified_and_deterministic():
+def test_split_is_stratified_and_deterministic(reference):
     a, b = digits(), digits()
     assert torch.equal(a.x_train, b.x_train) and torch.equal(a.y_test, b.y_test)
     counts_test = np.bincount(a.y_test.numpy(), minlength=10)
-    counts_all = np.bincount(load_digits().target, minlength=10)
+    counts_all = np.bincount(reference.target, minlength=10)
     assert np.all(np.abs(counts_test - 0.25 * counts_all) <= 1)
     other = digits(seed=1)
     assert not torch.equal(a.y_train, other.y_train)
