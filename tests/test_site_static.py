@@ -210,6 +210,42 @@ def test_cloud_launch_buttons_need_a_repository(repo, kept):
     assert launch["local_jupyterlab_url"] == "http://x:8888"
 
 
+def test_bibliography_plugins_are_looked_up_once_per_build(monkeypatch):
+    # book/_ext/bibtex_plugins.py: each entry-point scan (milliseconds) runs once, and the
+    # lookups still answer as pybtex and sphinxcontrib-bibtex would on their own.
+    import importlib.util
+
+    import pybtex.plugin
+    import sphinxcontrib.bibtex.plugin as sb_plugin
+    from pybtex.style.formatting.plain import Style
+
+    scans = []
+
+    def counted(real):
+        def scan(**where):
+            scans.append(tuple(sorted(where.items())))
+            return real(**where)
+
+        return scan
+
+    monkeypatch.setattr(pybtex.plugin, "entry_points", counted(pybtex.plugin.entry_points))
+    monkeypatch.setattr(sb_plugin, "_entry_points", counted(sb_plugin._entry_points))
+    spec = importlib.util.spec_from_file_location(
+        "bibtex_plugins", REPO / "book" / "_ext" / "bibtex_plugins.py"
+    )
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    ext.setup(None)
+
+    for _ in range(3):
+        assert pybtex.plugin.find_plugin("pybtex.style.formatting", "plain") is Style
+        style = sb_plugin.find_plugin("sphinxcontrib.bibtex.style.referencing", "author_year")
+        with pytest.raises(pybtex.plugin.PluginNotFound):
+            pybtex.plugin.find_plugin("pybtex.style.formatting", "no-such-style")
+    assert style.__name__ == "AuthorYearReferenceStyle"
+    assert len(scans) == len(set(scans)), scans  # every distinct scan exactly once
+
+
 def test_cdn_font_awesome_link_is_stripped():
     ext = _notebook_buttons()
     body = (
