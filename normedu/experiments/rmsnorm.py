@@ -443,7 +443,9 @@ def recentre_ablation(size: AblationSize = ABLATION) -> AblationResult:
                 runs = []
                 for seed in size.seeds:
                     model = _ablation_model(norm, gain, seed, size)
-                    opt = torch.optim.Adam(model.parameters(), lr=size.lr)
+                    # foreach: one call per step for all tensors; PyTorch picks it itself
+                    # only on CUDA. Same arithmetic, bit for bit; a tenth less time here.
+                    opt = torch.optim.Adam(model.parameters(), lr=size.lr, foreach=True)
                     gen = torch.Generator().manual_seed(seed + 1)
                     for _ in range(size.epochs):
                         train_epoch(model, opt, data.x_train, data.y_train, 64, gen)
