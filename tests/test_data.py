@@ -12,7 +12,7 @@ from normedu.data import digits
 @pytest.fixture(scope="module")
 def reference():
     """scikit-learn's own digits, the reference the loader must match. Imported here, not at
-    the top: ``sklearn.datasets`` costs each pytest worker seconds of CPU to collect."""
+    the top: ``sklearn.datasets`` costs each pytest worker about 1.5 s of CPU to collect."""
     from sklearn.datasets import load_digits
 
     return load_digits()
