@@ -27,12 +27,11 @@ def test_shapes_dtypes_and_sizes():
 
 def test_split_is_a_partition_of_the_bundled_set(reference):
     raw = digits(standardize=False)
-    ref = reference
     got = np.concatenate([raw.x_train.numpy(), raw.x_test.numpy()])
     lab = np.concatenate([raw.y_train.numpy(), raw.y_test.numpy()])
     # Same multiset of (image, label) rows as scikit-learn's array, nothing lost or duplicated.
     key = lambda x, y: sorted(map(bytes, np.c_[x.astype(np.int64), y]))  # noqa: E731
-    assert key(got, lab) == key(ref.data, ref.target)
+    assert key(got, lab) == key(reference.data, reference.target)
 
 
 def test_split_is_stratified_and_deterministic(reference):
