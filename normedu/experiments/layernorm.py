@@ -20,7 +20,7 @@ from ..data import digits
 from ..device import choose, pick_device
 from ..mlp import deep_mlp, norm_layers
 from ..nn import LayerNorm, layer_norm
-from ..training import accuracy, train_epoch
+from ..training import accuracy, adam, train_epoch
 
 __all__ = [
     "SIZES",
@@ -278,8 +278,7 @@ def trained_gamma(seed: int = 0) -> dict:
     torch.manual_seed(seed)
     model = deep_mlp(64, size.width, 10, size.depth, norm="layernorm", act="relu", seed=seed)
     model.to(dev)
-    # foreach: as in rmsnorm.recentre_ablation (same arithmetic, less Python per step)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+    opt = adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(seed + 1)
     for _ in range(size.epochs):
         train_epoch(model, opt, data.x_train, data.y_train, 64, gen)

@@ -309,6 +309,7 @@ def _train_one(size: PrePostSize, placement: str, warmup: int, device, progress=
 
     from ..gradflow import gradient_profile
     from ..sequence_tasks import accuracy, lm_loss, seq_len
+    from ..training import adam
     from ..transformer import GPTConfig, TinyGPT
 
     t = seq_len(size.task, size.n_items)
@@ -322,8 +323,7 @@ def _train_one(size: PrePostSize, placement: str, warmup: int, device, progress=
         seed=0,
     )
     model = TinyGPT(cfg).to(device)
-    # foreach: one kernel per step for all tensors (same arithmetic, less Python overhead)
-    opt = torch.optim.Adam(model.parameters(), lr=size.lr, betas=(0.9, 0.98), foreach=True)
+    opt = adam(model.parameters(), lr=size.lr, betas=(0.9, 0.98))
     losses: list[float] = []
     diverged = False
     for step in range(size.steps):

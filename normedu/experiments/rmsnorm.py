@@ -431,7 +431,7 @@ def recentre_ablation(size: AblationSize = ABLATION) -> AblationResult:
     Cached per size (the chapter and its claims share one run). About 16 short runs.
     """
     from ..data import digits
-    from ..training import accuracy, train_epoch
+    from ..training import accuracy, adam, train_epoch
     from . import threads
 
     data = digits()
@@ -443,9 +443,7 @@ def recentre_ablation(size: AblationSize = ABLATION) -> AblationResult:
                 runs = []
                 for seed in size.seeds:
                     model = _ablation_model(norm, gain, seed, size)
-                    # foreach: one call per step for all tensors; PyTorch picks it itself
-                    # only on CUDA. Same arithmetic, bit for bit; a tenth less time here.
-                    opt = torch.optim.Adam(model.parameters(), lr=size.lr, foreach=True)
+                    opt = adam(model.parameters(), lr=size.lr)
                     gen = torch.Generator().manual_seed(seed + 1)
                     for _ in range(size.epochs):
                         train_epoch(model, opt, data.x_train, data.y_train, 64, gen)
