@@ -17,6 +17,8 @@ import sphinxcontrib.bibtex.plugin
 
 
 def _remembered(lookup):
+    # A second Sphinx application in the same interpreter runs setup again and finds the
+    # lookup already remembered: wrapping it again would only add a layer.
     return lookup if hasattr(lookup, "cache_info") else functools.lru_cache(maxsize=None)(lookup)
 
 
