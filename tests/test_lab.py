@@ -213,8 +213,19 @@ def browser(lab):
             context.close()
 
 
-def test_formgrader_lists_every_assignment(lab, browser):
+@pytest.fixture(scope="module")
+def tab(browser):
+    """The one tab the three tests load their pages in, as an instructor's browser would: a
+    new tab is a new renderer process that compiles JupyterLab's scripts again (about 1 CPU-s
+    per test). A notebook left edited asks before the next page replaces it: leave."""
     page = browser.new_page()
+    page.on("dialog", lambda d: d.accept())
+    yield page
+    page.close()
+
+
+def test_formgrader_lists_every_assignment(lab, tab):
+    page = tab
     page.goto(lab.page("formgrader/manage_assignments"))
     page.wait_for_function(
         "() => !document.body.innerText.includes('Loading, please wait')"
@@ -222,7 +233,6 @@ def test_formgrader_lists_every_assignment(lab, browser):
     )
     shown = sorted(page.locator("td.name").all_inner_texts())
     warnings = page.locator(".alert-warning").all_inner_texts()
-    page.close()
     assert [s.strip() for s in shown] == assignments(lab.root)
     assert not warnings, f"Formgrader warns: {warnings}"
     # The pages an instructor grades and gives feedback from.
@@ -244,7 +254,7 @@ def test_formgrader_lists_every_assignment(lab, browser):
     assert "Traceback" not in lab.log_text(), lab.log_text()[-4000:]
 
 
-def test_solved_exercise_runs_and_validates(lab, browser):
+def test_solved_exercise_runs_and_validates(lab, tab):
     # The assignment quickest to run: the one with the fewest cells.
     assignment = min(
         assignments(lab.root),
@@ -253,7 +263,7 @@ def test_solved_exercise_runs_and_validates(lab, browser):
         ),
     )
     path = solved_release(lab.root, assignment).relative_to(lab.root).as_posix()
-    page = browser.new_page()
+    page = tab
     page.goto(lab.page(f"lab/tree/{path}"))
     notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
     notebook.locator(".jp-Cell").first.wait_for()
@@ -282,19 +292,17 @@ def test_solved_exercise_runs_and_validates(lab, browser):
     except Exception:
         page.screenshot(path=lab.root.parent / "validate-failure.png")
         raise
-    finally:
-        page.close()
     assert "Success! Your notebook passes all the tests." in text, text
 
 
-def test_chapter_opens_as_a_notebook(lab, browser):
+def test_chapter_opens_as_a_notebook(lab, tab):
     # The smallest page (after the root page) that holds code, double-clicked in the file
     # browser: every page is the same kind of MyST notebook, and a small one renders quickly.
     pages = toc_docnames(REPO / "_toc.yml")[1:]
     with_code = [d for d in pages if "```{code-cell}" in (REPO / f"{d}.md").read_text()]
     docname = min(with_code, key=lambda d: (REPO / f"{d}.md").stat().st_size)
     folder, name = docname.rsplit("/", 1)
-    page = browser.new_page()
+    page = tab
     page.goto(lab.page(f"lab/tree/{folder}"))
     page.locator(".jp-DirListing-itemText", has_text=re.compile(rf"^{name}\.md$")).dblclick()
     page.locator(".lm-TabBar-tab", has_text=f"{name}.md").wait_for()
@@ -304,5 +312,4 @@ def test_chapter_opens_as_a_notebook(lab, browser):
     if not editors:
         current.locator(".jp-Cell").nth(1).wait_for()
     cells = current.locator(".jp-Cell").count()
-    page.close()
     assert cells > 1 and editors == 0, f"{name}.md did not open as a notebook"

@@ -1,11 +1,12 @@
 """The website as readers see it: headless Chromium against the built site on 127.0.0.1.
 
-Every page listed in ``_toc.yml`` is visited once (a module fixture records what the browser
-saw); the tests below then assert on that record, one test per page and concern, so a failure
-names the page and the problem. The light theme (every page) and the dark theme (one page of
-each kind: it is one stylesheet) are checked from the colours the browser computed; with
-``NORMEDU_SCREENSHOTS=1`` every page is also photographed in both themes into
-``_build/screenshots/`` for a person to look at (and the pictures are checked not blank).
+Every page listed in ``_toc.yml`` is visited once, in reading order and in one tab (a module
+fixture records what the browser saw); the tests below then assert on that record, one test
+per page and concern, so a failure names the page and the problem. The light theme (every
+page) and the dark theme (one page of each kind: it is one stylesheet) are checked from the
+colours the browser computed; with ``NORMEDU_SCREENSHOTS=1`` every page is also photographed
+in both themes into ``_build/screenshots/`` for a person to look at (and the pictures are
+checked not blank).
 
 Without ``/usr/bin/chromium`` these tests skip (under ``CI=true`` they fail). During
 development, point them at your own build with ``NORMEDU_SITE_DIR=/tmp/<you>-build``.
@@ -178,20 +179,30 @@ def browser(site):
             shutil.rmtree(profile, ignore_errors=True)
 
 
-def _visit(context, base: str, docname: str, shots: Path) -> PageVisit:
-    visit = PageVisit(url=urljoin(base, f"{docname}.html"))
-    page = context.new_page()
-    page.on("request", lambda r: visit.requests.append(r.url))
-    page.on("console", lambda m: m.type == "error" and visit.console_errors.append(m.text))
-    page.on("pageerror", lambda e: visit.console_errors.append(f"uncaught: {e}"))
-    page.on(
-        "requestfailed",
-        lambda r: visit.failed.append(f"{r.url} ({r.failure})"),
-    )
-    page.on(
-        "response",
-        lambda r: r.status >= 400 and visit.failed.append(f"{r.url} (HTTP {r.status})"),
-    )
+class ReaderTab:
+    """One tab for every visit, as a reader who follows links. A new tab per page costs a new
+    renderer process that compiles the theme's and MathJax's scripts again: 40 against 25
+    CPU-s over the site's pages. The tab's listeners record into ``visit``, the
+    :class:`PageVisit` of the page being loaded now."""
+
+    def __init__(self, context):
+        self.visit = PageVisit(url="")
+        self.page = page = context.new_page()
+        page.on("request", lambda r: self.visit.requests.append(r.url))
+        page.on("console", lambda m: m.type == "error" and self.visit.console_errors.append(m.text))
+        page.on("pageerror", lambda e: self.visit.console_errors.append(f"uncaught: {e}"))
+        page.on("requestfailed", lambda r: self.visit.failed.append(f"{r.url} ({r.failure})"))
+        page.on(
+            "response",
+            lambda r: r.status >= 400 and self.visit.failed.append(f"{r.url} (HTTP {r.status})"),
+        )
+
+
+def _visit(tab: ReaderTab, base: str, docname: str, shots: Path) -> PageVisit:
+    """Load ``docname`` in the tab every visit shares and record what it saw."""
+    page = tab.page
+    visit = tab.visit = PageVisit(url=urljoin(base, f"{docname}.html"))
+    page.emulate_media(color_scheme="light")  # the previous page may have left it dark
     page.goto(visit.url, wait_until="load")
     # The probe waits for MathJax, its web fonts and every image, so every request the page
     # makes on its own has been answered when it returns.
@@ -212,7 +223,6 @@ def _visit(context, base: str, docname: str, shots: Path) -> PageVisit:
         visit.animation_steps.append((before[-40:], after[-40:]))
 
     if docname not in DARK_PAGES:
-        page.close()
         return visit
     # The theme follows the system preference ("auto"): switch it like a reader's OS would.
     page.emulate_media(color_scheme="dark")
@@ -222,7 +232,6 @@ def _visit(context, base: str, docname: str, shots: Path) -> PageVisit:
     if SCREENSHOTS:
         visit.screenshots["dark"] = shots / f"{slug}-dark.jpg"
         page.screenshot(path=visit.screenshots["dark"], **SHOT)
-    page.close()
     return visit
 
 
@@ -236,7 +245,9 @@ def visits(site, browser) -> dict[str, PageVisit]:
     # Overwrite in place rather than clear the folder: a second xdist worker may be writing.
     if SCREENSHOTS:
         shots.mkdir(parents=True, exist_ok=True)
-    seen = {d: _visit(context, base, d, shots) for d in tqdm(PAGES, desc="pages", leave=False)}
+    tab = ReaderTab(context)
+    seen = {d: _visit(tab, base, d, shots) for d in tqdm(PAGES, desc="pages", leave=False)}
+    tab.page.close()
     if not SCREENSHOTS:
         return seen
     # A summary next to the screenshots, for the person who looks at them.
