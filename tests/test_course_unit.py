@@ -524,6 +524,29 @@ def test_only_assignments_that_import_torch_get_it_preloaded():
     assert preloads(course, "layernorm", "layernorm") == ()
 
 
+def test_zygote_imports_what_a_kernel_imports_as_it_starts(tmp_path):
+    """After the zygote's imports, initializing a kernel (what every fork does) imports no
+    more of ipykernel, IPython or debugpy: each of those is CPU that every submission pays."""
+    code = f"""
+import importlib, sys
+import ipykernel.kernelapp
+from jupyter_client.connect import write_connection_file
+from normedu.course.zygote import KERNEL_IMPORTS
+for name in KERNEL_IMPORTS:
+    importlib.import_module(name)
+before = set(sys.modules)
+from ipykernel.kernelapp import IPKernelApp
+connection, _ = write_connection_file({str(tmp_path / "kernel.json")!r}, ip="127.0.0.1")
+IPKernelApp.instance().initialize(["-f", connection])
+new = sorted(set(sys.modules) - before)
+sys.__stdout__.write(" ".join(new))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    late = [m for m in out.stdout.split() if m.split(".")[0] in ("ipykernel", "IPython", "debugpy")]
+    assert not late, f"a forked kernel still imports {late}: add them to KERNEL_IMPORTS"
+
+
 @needs_linux
 def test_book_kernels_are_forked_in_the_page_folder_with_the_page_environment(
     tmp_path, monkeypatch
