@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urljoin
@@ -236,18 +237,25 @@ def _visit(tab: ReaderTab, base: str, docname: str, shots: Path) -> PageVisit:
 
 
 @pytest.fixture(scope="module")
-def visits(site, browser) -> dict[str, PageVisit]:
+def reader(browser) -> Iterator[ReaderTab]:
+    """The reader's tab: the page visits, then the tests that follow links and search."""
+    tab = ReaderTab(browser[0])
+    yield tab
+    tab.page.close()
+
+
+@pytest.fixture(scope="module")
+def visits(site, browser, reader) -> dict[str, PageVisit]:
     """Every ``_toc.yml`` page visited once, in reading order."""
     from tqdm.auto import tqdm
 
-    context, base, _ = browser
+    _, base, _ = browser
     shots = site.parent / "screenshots"
     # Overwrite in place rather than clear the folder: a second xdist worker may be writing.
     if SCREENSHOTS:
         shots.mkdir(parents=True, exist_ok=True)
-    tab = ReaderTab(context)
-    seen = {d: _visit(tab, base, d, shots) for d in tqdm(PAGES, desc="pages", leave=False)}
-    tab.page.close()
+    seen = {d: _visit(reader, base, d, shots) for d in tqdm(PAGES, desc="pages", leave=False)}
+    reader.visit = PageVisit(url="")  # what the tab sees from here on belongs to no page
     if not SCREENSHOTS:
         return seen
     # A summary next to the screenshots, for the person who looks at them.
@@ -413,19 +421,18 @@ def test_previous_and_next_links(visits, browser, i):
     assert p["next"] == want_next, f"{PAGES[i]}: next link"
 
 
-def test_clicking_next_walks_the_book(browser):
-    context, base, _ = browser
-    page = context.new_page()
+def test_clicking_next_walks_the_book(browser, reader):
+    _, base, _ = browser
+    page = reader.page
     page.goto(_doc_url(base, PAGES[0]))
     for want in PAGES[1:3]:
         page.locator(".prev-next-area a.right-next").click()
         page.wait_for_url(_doc_url(base, want))
-    page.close()
 
 
-def test_search_finds_rmsnorm_on_its_chapter(browser):
-    context, base, _ = browser
-    page = context.new_page()
+def test_search_finds_rmsnorm_on_its_chapter(browser, reader):
+    _, base, _ = browser
+    page = reader.page
     page.goto(urljoin(base, "search.html?q=RMSNorm"))
     summary = page.locator("#search-results .search-summary")
     summary.wait_for()
@@ -438,7 +445,6 @@ def test_search_finds_rmsnorm_on_its_chapter(browser):
         "lis => lis.map(li => [li.querySelector('a').href,"
         " (li.querySelector('p.context') || {textContent: ''}).textContent])",
     )
-    page.close()
     assert _doc_url(base, "book/rmsnorm") in [url for url, _ in hits], f"found {hits}"
     # Snippets show the page's words, not its button labels (assets/normedu-search.js).
     chrome = [text for _, text in hits if ".pdf" in text or ".ipynb" in text]
