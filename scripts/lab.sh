@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="$(cd "${VENV:-.venv}" && pwd)"
-# nbgrader's Formgrader and Validate run the environment's tools (alembic creates the
-# gradebook) by name, from PATH: without this they fail when .venv is not activated.
+# nbgrader's Formgrader and Validate run the environment's tools (alembic for gradebook
+# migrations) by name, from PATH: without this they fail when .venv is not activated.
 export PATH="$venv/bin:$PATH"
 # The course root of normedu.paths: the chapters find results/ and the ledger here, wherever
 # their kernel starts.

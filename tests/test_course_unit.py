@@ -194,6 +194,34 @@ def test_course_errors_are_clear(tmp_path):
     assert course.assignments() == ["demo"] and course.notebooks("demo") == ["demo"]
 
 
+def test_a_new_gradebook_records_the_migration_alembic_names_without_running_it(
+    tmp_path, monkeypatch
+):
+    import sqlite3
+
+    import nbgrader.api
+    from nbgrader.dbutil import _temp_alembic_ini
+
+    from normedu.course.config import ensure_alembic
+
+    ensure_alembic()
+    # The reference: what nbgrader itself asks for, the `alembic heads` executable.
+    with _temp_alembic_ini(f"sqlite:///{tmp_path / 'ref.db'}") as ini:
+        alembic = str(Path(sys.executable).parent / "alembic")
+        printed = subprocess.check_output([alembic, "-c", ini, "heads"], text=True)
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError(f"a gradebook ran {args}")
+
+    monkeypatch.setattr(nbgrader.api.sp, "check_output", no_subprocess)
+    db = tmp_path / "gradebook.db"
+    with nbgrader.api.Gradebook(f"sqlite:///{db}"):
+        pass
+    with sqlite3.connect(db) as con:
+        (recorded,) = con.execute("SELECT version_num FROM alembic_version").fetchone()
+    assert recorded == printed.split()[0]
+
+
 def test_verdict_rejects_unknown_status():
     with pytest.raises(ValueError, match="status must be one of"):
         status.Verdict("s", "a", "passed")

@@ -57,9 +57,8 @@ pytestmark = [
 def shared_course(tmp_path_factory):
     """One temporary course holding every assignment's source, and its nbgrader API.
 
-    Shared by the tests of one worker: creating a gradebook costs seconds (nbgrader runs
-    ``alembic``), adding an assignment to it a fraction of one. Each test uses its own
-    assignment, so they do not see each other's submissions."""
+    Shared by the tests of one worker, each of which uses its own assignment, so they do not
+    see each other's submissions."""
     root = tmp_path_factory.mktemp("course")
     shutil.copytree(REPO / "solutions", root / "solutions")
     return root, Course(root=root).api(ExecutePreprocessor={"timeout": 120})
@@ -70,8 +69,6 @@ def course(shared_course, monkeypatch):
     """``course(assignment)`` generates the release of ``assignment`` in the shared course;
     returns (root, api)."""
     root, api = shared_course
-    # nbgrader calls the `alembic` executable of its environment.
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     monkeypatch.chdir(root)
     warnings.filterwarnings("ignore")
 

@@ -53,7 +53,7 @@ from .checks import (
     untouched,
 )
 from .collect import load_collect_record
-from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings, student_sort_key
+from .config import Course, ensure_alembic, silence_nbgrader_warnings, student_sort_key
 from .pool import Job, Pool
 from .release import register
 
@@ -219,7 +219,7 @@ def autograde(
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     t0 = time.perf_counter()
     silence_nbgrader_warnings()
-    ensure_tools_on_path()
+    ensure_alembic()
 
     notebooks = course.notebooks(assignment)
     if len(notebooks) != 1:

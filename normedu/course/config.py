@@ -22,6 +22,7 @@ The functions here never import torch: the grading pipeline stays light.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,7 +159,7 @@ class Course:
         from nbgrader.apps import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
 
-        ensure_tools_on_path()
+        ensure_alembic()
         config = self.nbgrader_config(**sections)
         coursedir = CourseDirectory(config=config)
         api = NbGraderAPI(coursedir=coursedir, config=config)
@@ -202,20 +203,39 @@ def student_sort_key(student: str) -> tuple[str, str]:
 def configure(c: Config, root: str | os.PathLike) -> None:
     """Fill nbgrader's config object ``c`` (the ``get_config()`` of ``nbgrader_config.py``)
     with the course at ``root``; see :meth:`Course.nbgrader_config`."""
-    ensure_tools_on_path()
+    ensure_alembic()
     c.merge(Course.at(root).nbgrader_config())
 
 
-def ensure_tools_on_path() -> None:
-    """nbgrader runs ``alembic`` (gradebook migrations) as a subprocess found on PATH: put this
-    Python's scripts folder first, so that calling ``.venv/bin/normedu`` without activating
-    the environment works."""
+def ensure_alembic() -> None:
+    """Make nbgrader's two uses of alembic (its gradebook migrations) work and cost little.
+
+    - Creating a gradebook records the newest migration's id, which nbgrader 0.9.6 asks of
+      ``alembic heads`` run as a subprocess: a Python start that imports SQLAlchemy, about
+      2.4 CPU-s for every new gradebook. :func:`alembic_head` reads the same id from
+      nbgrader's migration folder in this process (about 0.2 CPU-s, once).
+    - ``nbgrader db upgrade`` still runs the ``alembic`` executable, found on PATH: this
+      Python's scripts folder goes first, so that calling ``.venv/bin/normedu`` (or starting
+      JupyterLab) without activating the environment works.
+    """
     import sys
 
+    import nbgrader.api
+
+    nbgrader.api.get_alembic_version = alembic_head
     scripts = os.path.dirname(sys.executable)
     path = os.environ.get("PATH", "")
     if scripts not in path.split(os.pathsep):
         os.environ["PATH"] = scripts + (os.pathsep + path if path else "")
+
+
+@functools.cache
+def alembic_head() -> str:
+    """The id of nbgrader's newest gradebook migration, as ``alembic heads`` prints it."""
+    from alembic.script import ScriptDirectory
+    from nbgrader.dbutil import ALEMBIC_DIR
+
+    return ScriptDirectory(ALEMBIC_DIR).get_current_head()
 
 
 def silence_nbgrader_warnings() -> None:

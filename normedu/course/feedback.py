@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import status as st
 from .checks import expected_cells
-from .config import Course, ensure_tools_on_path, silence_nbgrader_warnings
+from .config import Course, ensure_alembic, silence_nbgrader_warnings
 
 _MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
 _TOC_ENTRY = re.compile(r'<a href="#(?P<id>[^"]+)">Test cell</a>')
@@ -99,7 +99,7 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
     from nbgrader.utils import capture_log, temp_attrs
 
     silence_nbgrader_warnings()
-    ensure_tools_on_path()
+    ensure_alembic()
     (notebook,) = course.notebooks(assignment)[:1]
     verdicts = st.load_all(course, assignment)
     if students is not None:

@@ -100,10 +100,10 @@ def stock_nbgrader_seconds(course: Course, assignment: str, cell_timeout: float)
     from nbgrader.converters import Autograde
     from nbgrader.utils import capture_log, temp_attrs
 
-    from .config import ensure_tools_on_path, silence_nbgrader_warnings
+    from .config import ensure_alembic, silence_nbgrader_warnings
 
     silence_nbgrader_warnings()
-    ensure_tools_on_path()
+    ensure_alembic()
     api = course.api(Execute={"timeout": int(cell_timeout)})
     t0 = time.perf_counter()
     with temp_attrs(api.coursedir, assignment_id=assignment, student_id="*"):
