@@ -17,16 +17,27 @@ Rules, and why:
   gets one untimed call right before its timed one.
 * Interference from other work only ever slows a call down: the fastest sample is the robust
   estimate on a shared machine, the median the typical one. Callers keep what they need.
+* A slow variant needs fewer samples for a stable median (one long call averages over more
+  noise) and costs the most per sample: :func:`rounds_within` gives it fewer rounds, so it
+  sits out the last ones.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["PRIME_BELOW_S", "Timer", "inner_for", "interleaved", "best_and_median"]
+__all__ = [
+    "PRIME_BELOW_S",
+    "Timer",
+    "inner_for",
+    "rounds_within",
+    "interleaved",
+    "best_and_median",
+]
 
 #: CPU variants faster than this get an untimed call before each timed one.
 PRIME_BELOW_S = 0.05
@@ -64,9 +75,16 @@ def inner_for(seconds_per_call: float, target_s: float, most: int = 1000) -> int
     return max(1, min(most, int(target_s / max(seconds_per_call, 1e-7))))
 
 
+def rounds_within(seconds_per_sample: float, most: int, least: int, budget_s: float) -> int:
+    """Timed rounds for one variant: ``most``, or fewer (down to ``least``) when ``most``
+    samples of ``seconds_per_sample`` each would take longer than ``budget_s``."""
+    wanted = math.ceil(budget_s / max(seconds_per_sample, 1e-9))
+    return max(min(least, most), min(most, wanted))
+
+
 def interleaved(
     fns: Sequence[Callable[[], Any]],
-    rounds: int,
+    rounds: int | Sequence[int],
     *,
     timer: Timer | None = None,
     warmup: int = 0,
@@ -79,7 +97,9 @@ def interleaved(
 
     Inputs:
     - fns: zero-argument callables, already compiled/faulted in if the caller cares.
-    - rounds: timed rounds; each round times every variant once, order rotated by one.
+    - rounds: timed rounds; each round times every variant once, order rotated by one. One
+      number per variant instead: a variant with fewer rounds than the others sits out the
+      last ones (see :func:`rounds_within`).
     - timer: a :class:`Timer` (default: CPU).
     - warmup: untimed rounds first, run the same way.
     - inner: calls per sample for each variant (default 1).
@@ -89,9 +109,12 @@ def interleaved(
       its first call): with ``prime=None`` they decide instead of a probe call each.
     - on_call: called after each sample (a progress bar's update).
 
-    Returns one list of ``rounds`` samples per variant, in the order of ``fns``.
+    Returns one list of samples per variant (its ``rounds``), in the order of ``fns``.
     """
-    if rounds < 1 or warmup < 0:
+    per_fn = [rounds] * len(fns) if isinstance(rounds, int) else list(rounds)
+    if len(per_fn) != len(fns):
+        raise ValueError(f"need one number of rounds per variant, got {len(per_fn)} for {len(fns)}")
+    if min(per_fn, default=1) < 1 or warmup < 0:
         raise ValueError(f"need rounds >= 1 and warmup >= 0, got {rounds}, {warmup}")
     timer = timer or Timer()
     inner = list(inner) if inner is not None else [1] * len(fns)
@@ -103,8 +126,10 @@ def interleaved(
         times = probes if probes is not None else [timer(fn) for fn in fns]
         primed = [t < PRIME_BELOW_S for t in times]
     samples: list[list[float]] = [[] for _ in fns]
-    for rnd in range(warmup + rounds):
+    for rnd in range(warmup + max(per_fn, default=0)):
         for i in [(j + rnd) % len(fns) for j in range(len(fns))]:
+            if rnd >= warmup + per_fn[i]:
+                continue
             if primed[i]:
                 fns[i]()
             t = timer(fns[i], inner[i])

@@ -90,6 +90,25 @@ def test_copy_gbps_is_that_of_the_largest_tensor(res):
     assert res.copy_gbps == max(c["gbps"] for c in f32)
 
 
+def test_a_presets_time_budget_gives_slow_variants_fewer_reps(monkeypatch):
+    # Every call outlasts a budget of 1 ns: each variant gets the preset's min_reps, where
+    # reps given explicitly (the other tests) are what every variant gets.
+    tiny = bench.Preset(warmup=0, reps=4, shapes=((8, 16),), budget_s=1e-9, min_reps=2)
+    monkeypatch.setitem(bench.PRESETS, "quick", tiny)
+    res = run_benchmark(impls=("eager", "numpy"), preset="quick", progress=False)
+    assert {r["reps"] for r in res.rows() + res.copies} == {2}
+    assert (res.meta["reps"], res.meta["budget_s"], res.meta["min_reps"]) == (4, 1e-9, 2)
+    rows = [{**r, "reps": 4} for r in res.rows()]
+    rows[-1]["reps"] = 2
+    note = bench.repetitions_note(BenchResult(rows, res.copies, res.provenance, res.meta))
+    last = rows[-1]
+    assert note == (
+        f"4 timed repetitions per variant; 2 for the slowest ({last['impl']} {last['op']} "
+        f"{last['pass_']}), whose samples stop after about 1e-09 s"
+    )
+    assert bench.repetitions_note(res) == "2 timed repetitions per variant"
+
+
 def test_provenance_and_meta(res):
     for key in ("device", "torch", "threads", "date", "command"):
         assert key in res.provenance

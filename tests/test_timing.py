@@ -36,6 +36,23 @@ def test_interleaved_primes_only_fast_cpu_variants_by_default(monkeypatch):
         timing.interleaved([lambda: None], 0)
 
 
+def test_a_variant_with_fewer_rounds_sits_out_the_last_ones():
+    log: list[str] = []
+    fns = [lambda name=name: log.append(name) for name in "abc"]
+    samples = timing.interleaved(fns, [3, 1, 2], prime=False)
+    assert [len(s) for s in samples] == [3, 1, 2]
+    assert "".join(log) == "abc" + "ca" + "a"  # rounds start at a, b, c; b and c drop out
+    with pytest.raises(ValueError, match="one number of rounds per variant"):
+        timing.interleaved(fns, [1, 1], prime=False)
+
+
+def test_rounds_within_a_time_budget():
+    assert timing.rounds_within(0.01, most=9, least=5, budget_s=1.0) == 9  # 0.09 s: all
+    assert timing.rounds_within(0.15, most=9, least=5, budget_s=1.0) == 7  # ceil(6.7)
+    assert timing.rounds_within(0.4, most=9, least=5, budget_s=1.0) == 5  # never below least
+    assert timing.rounds_within(1.0, most=3, least=5, budget_s=1.0) == 3  # nor above most
+
+
 def test_inner_for_sizes_a_sample_to_its_target():
     assert timing.inner_for(1e-3, 0.01) == 10
     assert timing.inner_for(1.0, 0.01) == 1

@@ -7,7 +7,9 @@ bandwidth. The suite measures, in one run and on one device:
   ``dst`` (and, to show the CPU allocator effect, ``x.clone()`` into a fresh tensor);
 * for each op (``"layernorm"``, ``"rmsnorm"``), implementation, pass, dtype and shape: the
   median, min and max time of ``reps`` timed calls after the first call and ``warmup`` more
-  untimed ones (the first call is timed apart: it includes compilation), the effective
+  untimed ones (the first call is timed apart: it includes compilation; with a preset's
+  ``reps``, a variant whose samples would outlast the preset's ``budget_s`` gets fewer, at
+  least ``min_reps``, as its row's ``reps`` records), the effective
   bandwidth ``gbps = ideal bytes / median`` and its fraction of the copy bandwidth measured at
   the same shape and dtype (``frac_of_copy``, medians; ``frac_best``, fastest call against
   fastest copy, the robust estimate on a machine shared with other work).
@@ -61,7 +63,13 @@ Modules: :mod:`.variants` (what is measured: ops, implementations, passes, dtype
 """
 
 from .cli import bf16_supported, main
-from .report import BenchResult, compile_markdown, ratios_markdown, traffic_markdown
+from .report import (
+    BenchResult,
+    compile_markdown,
+    ratios_markdown,
+    repetitions_note,
+    traffic_markdown,
+)
 from .runner import book_run, run_benchmark, run_cached
 from .traffic import OpTraffic, aten_traffic, floor_seconds, ideal_bytes, itemsize
 from .variants import (
@@ -101,6 +109,7 @@ __all__ = [
     "itemsize",
     "main",
     "ratios_markdown",
+    "repetitions_note",
     "run_benchmark",
     "run_cached",
     "traffic_markdown",

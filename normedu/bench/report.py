@@ -13,7 +13,13 @@ from typing import Any
 from .traffic import aten_traffic, itemsize
 from .variants import EPS, IMPLS, PASSES, ROW_KEYS, STORED_NAME
 
-__all__ = ["BenchResult", "ratios_markdown", "compile_markdown", "traffic_markdown"]
+__all__ = [
+    "BenchResult",
+    "ratios_markdown",
+    "compile_markdown",
+    "repetitions_note",
+    "traffic_markdown",
+]
 
 
 @dataclass
@@ -173,6 +179,23 @@ def ratios_markdown(res: BenchResult, n: int, d: int, dtype: str = "float32") ->
         if any(c != "–" for c in cells):
             lines.append(f"| {impl} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
+
+
+def repetitions_note(res: BenchResult) -> str:
+    """How many timed calls the variants got, for a sentence: "9 timed repetitions per
+    variant", plus, when the time budget gave the slowest fewer, which ones and how many."""
+    most = max(r["reps"] for r in res.rows())
+    fewer = [r for r in res.rows() if r["reps"] < most]
+    note = f"{most} timed repetitions per variant"
+    if not fewer:
+        return note
+    counts = sorted({r["reps"] for r in fewer})
+    span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    names = ", ".join(f"{r['impl']} {r['op']} {r['pass_']}" for r in fewer)
+    return (
+        f"{note}; {span} for the slowest ({names}), whose samples stop after about "
+        f"{res.meta['budget_s']:g} s"
+    )
 
 
 def compile_markdown(res: BenchResult) -> str:

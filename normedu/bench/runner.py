@@ -72,6 +72,8 @@ def run_benchmark(
       :data:`DTYPES`. Variants that do not exist (numpy in bfloat16, fast_out backward) are
       listed in ``meta["skipped"]``, as are those named in ``skip``.
     - preset: ``"quick"`` or ``"full"`` (:data:`PRESETS`); ``warmup``/``reps`` override it.
+      With the preset's reps, a variant slower than the preset's time budget gets fewer (at
+      least ``min_reps``; each row records its ``reps``); reps given here are exact.
     - progress: tqdm progress bar on stderr.
     - device: ``"cpu"``/``"cuda"``; default CUDA when available.
     - seed: inputs are ``randn`` from this seed (weight and bias too, so no term is trivial).
@@ -85,7 +87,7 @@ def run_benchmark(
     from .. import fast
     from ..device import pick_device
     from ..provenance import provenance
-    from ..timing import Timer, inner_for, interleaved
+    from ..timing import Timer, inner_for, interleaved, rounds_within
 
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
@@ -98,6 +100,7 @@ def run_benchmark(
     if not shapes:
         raise ValueError("shapes must not be empty")
     warmup = pre.warmup if warmup is None else int(warmup)
+    budget_s = pre.budget_s if reps is None else None
     reps = pre.reps if reps is None else int(reps)
     if reps < 1 or warmup < 0:
         raise ValueError(f"need reps >= 1 and warmup >= 0, got reps={reps}, warmup={warmup}")
@@ -148,15 +151,21 @@ def run_benchmark(
             first.append(timer(fn))
             second.append(timer(fn))
             bar.update(1)
+        inner = [inner_for(t, pre.cuda_sample_s) if dev.type == "cuda" else 1 for t in second]
+        rounds = [
+            reps if budget_s is None else rounds_within(t * k, reps, pre.min_reps, budget_s)
+            for t, k in zip(second, inner, strict=True)
+        ]
         samples = interleaved(
             [fn for _, fn, _ in variants],
-            reps,
+            rounds,
             timer=timer,
             warmup=warmup,
-            inner=[inner_for(t, pre.cuda_sample_s) if dev.type == "cuda" else 1 for t in second],
+            inner=inner,
             probes=second,
             on_call=lambda: bar.update(1),
         )
+        bar.update(sum(reps - r for r in rounds))  # the rounds the slow variants sat out
         copy_med, copy_min = statistics.median(samples[0]), min(samples[0])
         copy_bytes = ideal_bytes(n, d, "fwd", itemsize(dt))
         copy_gbps = copy_bytes / copy_med / 1e9
@@ -188,6 +197,8 @@ def run_benchmark(
         "preset": preset,
         "warmup": warmup,
         "reps": reps,
+        "budget_s": budget_s,
+        "min_reps": pre.min_reps if budget_s is not None else reps,
         "seed": seed,
         "eps": EPS,
         "skipped": skipped,

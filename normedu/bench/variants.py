@@ -66,14 +66,20 @@ class Preset:
     shapes: tuple[tuple[int, int], ...]
     #: target duration (s) of one CUDA sample; each sample repeats the call to reach it.
     cuda_sample_s: float = 2e-3
+    #: seconds of timed samples per variant: a slower variant gets fewer than ``reps`` (the
+    #: unfused NumPy forward takes 0.4 s a call at the quick shape), but at least ``min_reps``.
+    #: Applies to the preset's ``reps`` only: reps given explicitly are what every variant gets.
+    budget_s: float | None = None
+    min_reps: int = 5
 
 
 PRESETS: dict[str, Preset] = {
-    "quick": Preset(warmup=0, reps=9, shapes=((2048, 4096),)),
+    "quick": Preset(warmup=0, reps=9, shapes=((2048, 4096),), budget_s=1.0),
     "full": Preset(
         warmup=3,
         reps=25,
         shapes=((8192, 768), (8192, 2048), (8192, 4096), (4096, 8192), (2048, 16384)),
+        budget_s=3.0,
     ),
 }
 
