@@ -22,15 +22,13 @@ from normedu.course.sandbox import THREAD_VARIABLES
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
-# What the test processes change in their own environment, before numpy and torch load (pytest
-# imports this file first). run_book_build gives the book build the environment it had.
-_BEFORE = {var: os.environ.get(var) for var in THREAD_VARIABLES}
-
 # The two xdist workers share two cores: one BLAS/OpenMP thread each. With a thread per core,
 # a worker's second thread spins between the small operations of a test instead of sleeping,
 # taking CPU from the other worker and the book build: measured over a whole run, the worker
 # processes used 101 CPU-s with one thread against 127 with two, every test passing alike.
-# Tests about thread counts set them themselves.
+# The book build inherits it too (its two page kernels share the cores with the other worker):
+# four builds outside pytest took 199 and 194 CPU-s with one thread, 204 and 215 with the
+# default. Tests about thread counts set them themselves.
 for _var in THREAD_VARIABLES:
     os.environ.setdefault(_var, "1")
 
@@ -45,16 +43,12 @@ os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 def run_book_build(
     out: Path | None = None, extra: list[str] | None = None
 ) -> subprocess.CompletedProcess:
-    """``jupyter-book build . -W -n --keep-going`` exactly as ``make book`` runs it."""
+    """``jupyter-book build . -W -n --keep-going`` as ``make book`` runs it, with the one
+    BLAS/OpenMP thread per process set above."""
     cmd = [str(BIN / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going", *(extra or [])]
     if out is not None:
         cmd += ["--path-output", str(out)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    for var, value in _BEFORE.items():  # the thread counts of `make book`, not the workers'
-        if value is None:
-            env.pop(var, None)
-        else:
-            env[var] = value
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=1800)
 
 
