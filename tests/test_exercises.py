@@ -218,7 +218,6 @@ def test_stock_nbgrader_feedback_hides_hidden_tests(tmp_path, monkeypatch):
     inside the grading code. Its own course: the root configuration file goes into it."""
     import subprocess
 
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     monkeypatch.chdir(tmp_path)
     warnings.filterwarnings("ignore")
     root = tmp_path
