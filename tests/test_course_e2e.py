@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -121,7 +122,14 @@ def graded(tmp_path_factory):
         inbox,
     ]
     before = _tree_hash(*protected)
-    report = autograde(course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60)
+    # A temporary folder of the run's own: what grading leaves there is checked below.
+    tmp = base / "tmp"
+    tmp.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TMPDIR", str(tmp))
+        mp.setattr(tempfile, "tempdir", str(tmp))
+        report = autograde(course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60)
+    leftover = sorted(p.name for p in tmp.iterdir())
     text = to_csv(course, "demo")
     return SimpleNamespace(
         course=course,
@@ -134,6 +142,7 @@ def graded(tmp_path_factory):
         protected=protected,
         collected=collected,
         unplaced=unplaced,
+        leftover=leftover,
     )
 
 
@@ -294,6 +303,12 @@ def test_feedback_hides_hidden_tests(graded):
     # The autograded notebook did run the hidden test (the page hides it, grading does not).
     autograded = (graded.course.autograded_dir("stub", "demo") / "demo.ipynb").read_text()
     assert "HIDDEN-CHECK" in autograded
+
+
+def test_grading_leaves_nothing_in_the_temporary_folder(graded):
+    # Workers are killed, not asked to tidy up, and some submissions time out or kill their
+    # kernel: the kernels' working copies, sockets and connection files must still go.
+    assert graded.leftover == []
 
 
 def test_parallel_grades_equal_sequential_grades(graded, tmp_path):

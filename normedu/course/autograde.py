@@ -325,7 +325,6 @@ class _Stages:
             "notebook": str(sanitized),
             "executed": str(self.executed_root / student / f"{notebook}.ipynb"),
             "result": str(job_dir / "result.json"),
-            "workdir": tempfile.mkdtemp(prefix="normedu-kernel-"),
             "cell_timeout": run.limits.cell_timeout,
             "wall_timeout": run.limits.wall_timeout,
             **self.kernel,

@@ -4,15 +4,22 @@ The parent sends a job (a JSON file naming the sanitized notebook and where to w
 result) over a private pipe; each worker (:mod:`.worker`) answers on another when the result
 is written. A worker holds up to :attr:`Worker.PREFETCH` jobs, so it starts the next kernel at
 once, even while the parent is busy recording grades.
+
+Everything the workers create on disk (each kernel's working copy, the kernels' connection
+files and sockets) lives in the pool's own scratch folder, which :meth:`Pool.close` removes:
+workers are killed, not asked to tidy up, so nothing of a run stays behind in the system's
+temporary folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +140,10 @@ class Pool:
         env["PYTHONPATH"] = pkg_parent + (os.pathsep + extra if extra else "")
         env["PYTHONHASHSEED"] = "0"
         env["JUPYTER_RUNTIME_DIR"] = str(logdir / "runtime")
+        # Not inside ``logdir``, which holds the gradebook's working copy: a kernel whose
+        # sandbox has no Landlock must not reach it by a relative path from its working copy.
+        self.scratch = Path(tempfile.mkdtemp(prefix="normedu-kernels-"))
+        env["TMPDIR"] = str(self.scratch)  # the workers' spare kernels and connection files
         self._env, self._logdir, self._wall = env, logdir, wall
         self._kernel = kernel
         self._spawned = 0
@@ -159,6 +170,9 @@ class Pool:
         return any(w.jobs for w in self.workers)
 
     def send(self, job: Job) -> None:
+        # A short name: the kernel's Unix sockets go in here, and a socket path must stay
+        # under 108 bytes.
+        job.spec["workdir"] = tempfile.mkdtemp(prefix="k", dir=self.scratch)
         (job.dir / "job.json").write_text(json.dumps(job.spec))
         worker = self.room()
         if worker is None:
@@ -201,4 +215,5 @@ class Pool:
     def close(self) -> None:
         for worker in self.workers:
             worker.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
         self.bar.close()

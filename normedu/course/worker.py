@@ -219,6 +219,9 @@ def _kernel_manager(settings: KernelSettings, workdir: Path, zygote=None):
         # no TCP port races between parallel kernels, no warning about unencrypted TCP.
         transport="ipc",
         ip=str(workdir / "kernel"),
+        # Beside the sockets, so that removing the working copy removes all of the kernel's
+        # files (jupyter_client's default is a new file in TMPDIR that a killed kernel leaves).
+        connection_file=str(workdir / "kernel.json"),
     )
 
 
@@ -232,7 +235,8 @@ class Spare:
         import tempfile
 
         self.settings = settings
-        self.workdir = Path(tempfile.mkdtemp(prefix="normedu-kernel-"))
+        # In the pool's scratch folder (the worker's TMPDIR); a short name for the sockets.
+        self.workdir = Path(tempfile.mkdtemp(prefix="k"))
         self.km = _kernel_manager(settings, self.workdir, zygote)
         asyncio.run(self.km.start_kernel(extra_arguments=list(KERNEL_ARGUMENTS)))
 
