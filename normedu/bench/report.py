@@ -184,8 +184,9 @@ def ratios_markdown(res: BenchResult, n: int, d: int, dtype: str = "float32") ->
 def repetitions_note(res: BenchResult) -> str:
     """How many timed calls the variants got, for a sentence: "9 timed repetitions per
     variant", plus, when the time budget gave the slowest fewer, which ones and how many."""
-    most = max(r["reps"] for r in res.rows())
-    fewer = [r for r in res.rows() if r["reps"] < most]
+    rows = res.rows()
+    most = max(r["reps"] for r in rows)
+    fewer = [r for r in rows if r["reps"] < most]
     note = f"{most} timed repetitions per variant"
     if not fewer:
         return note

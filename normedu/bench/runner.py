@@ -198,7 +198,6 @@ def run_benchmark(
         "warmup": warmup,
         "reps": reps,
         "budget_s": budget_s,
-        "min_reps": pre.min_reps if budget_s is not None else reps,
         "seed": seed,
         "eps": EPS,
         "skipped": skipped,
