@@ -169,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Each subcommand has its own --help. Guide: book/instructor_guide.md",
     )
     parser.add_argument(
-        "--root", help="course root (default: nearest folder with nbgrader_config.py)"
+        "--root",
+        help="course root (default: $NORMEDU_COURSE_ROOT, else the nearest folder at or above "
+        "the current one with nbgrader_config.py)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

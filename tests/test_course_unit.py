@@ -194,6 +194,22 @@ def test_course_errors_are_clear(tmp_path):
     assert course.assignments() == ["demo"] and course.notebooks("demo") == ["demo"]
 
 
+def test_course_root_is_found_above_the_current_folder(tmp_path, monkeypatch):
+    """`normedu autograde` run from exercises/ finds the course root above it; without any
+    nbgrader_config.py the current folder is the root and the error says where it looked."""
+    (tmp_path / "nbgrader_config.py").write_text("")
+    inner = tmp_path / "exercises" / "demo"
+    inner.mkdir(parents=True)
+    monkeypatch.delenv("NORMEDU_COURSE_ROOT", raising=False)
+    monkeypatch.chdir(inner)
+    assert Course.at().root == tmp_path.resolve()
+    (tmp_path / "nbgrader_config.py").unlink()
+    course = Course.at()
+    assert course.root == inner.resolve()
+    with pytest.raises(ValueError, match=r"is .*demo the course root\? Run from it or pass --root"):
+        course.notebooks("demo")
+
+
 def test_a_new_gradebook_records_the_migration_alembic_names_without_running_it(
     tmp_path, monkeypatch
 ):

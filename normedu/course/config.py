@@ -47,10 +47,11 @@ class Course:
     @classmethod
     def at(cls, root: str | os.PathLike | None = None) -> Course:
         """The course rooted at ``root``: explicitly given (``normedu --root``), else
-        ``$NORMEDU_COURSE_ROOT``, else the current directory. Nothing is searched for: run
-        the commands from the course root, as nbgrader itself expects."""
+        ``$NORMEDU_COURSE_ROOT``, else the nearest folder at or above the current directory
+        that holds ``nbgrader_config.py`` (so that ``normedu autograde`` works from
+        ``exercises/`` too), else the current directory."""
         if root is None:
-            root = os.environ.get("NORMEDU_COURSE_ROOT") or Path.cwd()
+            root = os.environ.get("NORMEDU_COURSE_ROOT") or find_root(Path.cwd())
         root = Path(root).resolve()
         if not root.is_dir():
             raise ValueError(f"course root {str(root)!r} is not a directory")
@@ -100,10 +101,14 @@ class Course:
         """Notebook names (without ``.ipynb``) of an assignment's source folder."""
         folder = self.source_dir(assignment)
         if not folder.is_dir():
-            known = ", ".join(self.assignments()) or "none"
-            raise ValueError(
-                f"no assignment {assignment!r}: {folder} does not exist (known: {known})"
+            known = ", ".join(self.assignments())
+            where = (
+                f"known: {known}"
+                if known
+                else f"no assignments at all in {self.root / self.source}: is {self.root} the "
+                "course root? Run from it or pass --root"
             )
+            raise ValueError(f"no assignment {assignment!r}: {folder} does not exist ({where})")
         names = sorted(p.stem for p in folder.glob("*.ipynb"))
         if not names:
             raise ValueError(f"assignment {assignment!r} has no notebook in {folder}")
@@ -174,6 +179,16 @@ FEEDBACK_PREPROCESSORS = (
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 )
+
+
+def find_root(start: Path) -> Path:
+    """The nearest folder at or above ``start`` that holds ``nbgrader_config.py``, else
+    ``start`` itself (where nbgrader would look)."""
+    start = Path(start).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "nbgrader_config.py").is_file():
+            return folder
+    return start
 
 
 def kernel_socket_prefix(root: Path) -> str:
