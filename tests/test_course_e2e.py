@@ -293,6 +293,7 @@ def test_feedback_hides_hidden_tests(graded):
         # Math renders offline (the course's MathJax, no CDN) and the contents name each test.
         assert "cdnjs" not in text and "../../_mathjax/tex-mml-chtml.js" in text, student
         assert ">Test cell<" not in text, student
+        assert text.count("white-space: pre-wrap !important") == 1, student  # messages wrap, once
         assert '<a href="#test_center_hidden">test_center_hidden' in text, student
     page = pages["stub"]
     assert (page.parent / "../../_mathjax/tex-mml-chtml.js").resolve().is_file()

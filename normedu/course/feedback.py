@@ -67,6 +67,15 @@ def _name_tests(text: str, labels: dict[str, str]) -> str:
     return _TOC_ENTRY.sub(label, text)
 
 
+#: Output lines wrap at the page's width: nbgrader's template keeps each output line on one
+#: line (boxes 1,046 px wide held lines up to 1,993 px), so "Likely cause: ..." at the end of
+#: a failing test's message was off-screen.
+WRAP_STYLE = (
+    "<style>div.output_area pre, div.output_subarea pre, .jp-OutputArea-output pre, "
+    "div.output_text pre {white-space: pre-wrap !important; overflow-wrap: anywhere;}</style>"
+)
+
+
 def _banner(verdict: st.Verdict) -> str:
     items = "".join(f"<li>{html.escape(n)}</li>" for n in verdict.notes)
     tampered = (
@@ -133,6 +142,7 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
             page.write_text(_ungradable_page(verdict, assignment))
         elif page.exists():
             text = _name_tests(_offline_math(page.read_text(), course), labels)
+            text = text.replace("</head>", WRAP_STYLE + "</head>", 1)
             head, sep, tail = text.partition("<body")
             if sep:
                 close = tail.index(">") + 1
