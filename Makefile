@@ -2,6 +2,7 @@
 #   make book   build the website into _build/html   (make serve to open it)
 #   make test   lint + every test (book build, nbgrader, the site and JupyterLab in Chromium)
 #   make lab    JupyterLab on the chapters and exercises (also as root)
+#   make student-lab  JupyterLab with only what the exercises need (STUDENT_TORCH=1 adds torch)
 #   make env    only create/update the project-local environment .venv
 # Every target creates/updates .venv first, when what it is built from has changed.
 
@@ -22,10 +23,10 @@ PYTEST_ARGS ?=
 # Extra jupyter lab arguments, e.g. make lab LAB_ARGS="--port=8890 --no-browser"
 LAB_ARGS ?=
 
-.PHONY: env book serve test test-fast lint lab browser release release-check grade-bench bench clean help
+.PHONY: env book serve test test-fast lint lab student student-lab browser release release-check grade-bench bench clean help
 
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,7p' Makefile
 
 env: $(STAMP)
 
@@ -73,6 +74,26 @@ test-fast: $(STAMP)
 # scripts/lab.sh is the one way to start it (tests/test_lab.py starts it the same way).
 lab: $(STAMP)
 	VENV=$(VENV) scripts/lab.sh $(LAB_ARGS)
+
+# Students: JupyterLab with only what the exercises need (about a sixth of .venv's size
+# without torch). STUDENT_TORCH=1 adds torch, for the assignments that import it.
+STUDENT_VENV  := .venv-student
+STUDENT_TORCH ?=
+STUDENT_STAMP := $(STUDENT_VENV)/.installed-$(shell cat requirements-lock.txt requirements-student.in pyproject.toml | cksum | cut -d' ' -f1)$(if $(STUDENT_TORCH),-torch)
+
+student: $(STUDENT_STAMP)
+
+$(STUDENT_STAMP): | requirements-lock.txt requirements-student.in pyproject.toml
+	@test -x $(STUDENT_VENV)/bin/python || $(PYTHON) -m venv $(STUDENT_VENV)
+	$(STUDENT_VENV)/bin/python -m pip install --disable-pip-version-check -q -c requirements-lock.txt \
+	  -r requirements-student.in $(if $(STUDENT_TORCH),torch)
+	$(STUDENT_VENV)/bin/python -m pip install --disable-pip-version-check -q --no-deps -e .
+	$(STUDENT_VENV)/bin/python -m ipykernel install --sys-prefix --name python3 > /dev/null
+	@rm -f $(STUDENT_VENV)/.installed-*
+	@touch $(STUDENT_STAMP)
+
+student-lab: $(STUDENT_STAMP)
+	VENV=$(STUDENT_VENV) scripts/lab.sh $(LAB_ARGS)
 
 release: $(STAMP)
 	$(VENV)/bin/normedu release

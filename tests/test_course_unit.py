@@ -637,3 +637,23 @@ def test_book_kernels_are_forked_in_the_page_folder_with_the_page_environment(
         assert (cwd, preloaded) == (str(page), "False") and int(parent) != zygote.pid
     finally:
         zygote.close()
+
+
+def test_student_environment_holds_what_every_assignment_imports():
+    """`make student-lab` installs requirements-student.in (plus torch when asked): every
+    module an assignment imports is there, from the standard library, or torch; and every name
+    is pinned in the lock file, which the student environment uses as constraints."""
+    repo = Path(__file__).resolve().parent.parent
+    lines = (repo / "requirements-student.in").read_text().splitlines()
+    student = {ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")}
+    pinned = {
+        ln.split("==")[0].lower()
+        for ln in (repo / "requirements-lock.txt").read_text().splitlines()
+        if "==" in ln and not ln.startswith("#")
+    }
+    assert student <= pinned, student - pinned
+    course = Course.at(repo)
+    for assignment in course.assignments():
+        used = checks.imported_modules(course.source_dir(assignment) / f"{assignment}.ipynb")
+        outside = used - set(sys.stdlib_module_names) - {"normedu", "torch"} - student
+        assert not outside, (assignment, outside)

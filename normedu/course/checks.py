@@ -209,6 +209,31 @@ def imported_modules(path: str | Path) -> set[str]:
     return names
 
 
+def third_party_modules(path: str | Path) -> set[str]:
+    """The top-level modules outside the standard library that the notebook needs: the ones
+    its code cells import, and the ones that importing them loads (``torch`` for a notebook
+    that imports only ``normedu.distributed``). The notebook's import statements, and nothing
+    else of it, run in a fresh interpreter. Meant for the course's own notebooks."""
+    import ast
+    import subprocess
+    import sys
+
+    imports = [
+        ast.unparse(node)
+        for tree in code_trees(path)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
+    ]
+    script = "\n".join(
+        [*imports, "import sys", "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    loaded = set(done.stdout.split()) | imported_modules(path)
+    return {m for m in loaded if m not in sys.stdlib_module_names and not m.startswith("_")}
+
+
 def may_run_long(path: str | Path) -> bool:
     """Does any code cell hold a ``while`` loop or a call that may block (``time.sleep``,
     ``input``, ...)? Such a submission is graded first: one that runs to its time limit
