@@ -25,13 +25,10 @@ import nbgrader.nbgraderformat.common
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
+from ..grading.display import student_frames
 from .config import Course
 
 _BEGIN = "### BEGIN HIDDEN TESTS"
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-#: A traceback entry of a frame in a file (IPython: ``File /path/x.py:12, in f(...)``), as
-#: opposed to a notebook cell (``Cell In[3], line 2``).
-_FILE_FRAME = re.compile(r"^\s*File\s+\S")
 #: An absolute path of a Python file (a warning's location): only its file name is shown.
 _ABS_PY = re.compile(r"(/[^\s\"':]+/)([^/\s\"':]+\.py)")
 #: A plain Python traceback's frame line in a file, with its source line if any.
@@ -74,8 +71,7 @@ def student_traceback(output, hidden: bool) -> list[str]:
     last = f"{output.get('ename', '')}: {output.get('evalue', '')}".rstrip(": ")
     if hidden:
         return [last]
-    kept = [t for t in output.get("traceback", []) if not _FILE_FRAME.match(_ANSI.sub("", t))]
-    return kept or [last]
+    return student_frames(output.get("traceback", [])) or [last]
 
 
 class StudentTracebacks(NbGraderPreprocessor):

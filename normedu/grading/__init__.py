@@ -10,6 +10,7 @@ compares it with the outputs of known mistakes (:mod:`.diagnose`) and names the 
 Shared pieces:
 
 - :mod:`.errors`    :class:`GradingError`, the exception every check raises.
+- :mod:`.display`   what a failing check shows in a live notebook (the message, not our frames).
 - :mod:`.compare`   calling student code safely and comparing arrays with readable messages.
 - :mod:`.guard`     the anti-shortcut guard (no delegating to a library's norm).
 - :mod:`.gradcheck` finite-difference gradients.
@@ -20,7 +21,11 @@ Importing this package does not import torch: the numpy-only assignments stay fa
 Only :mod:`.prepost` and the module part of :mod:`.rmsnorm` import torch, lazily.
 """
 
+from normedu.grading import display
 from normedu.grading.compare import assert_close, rel_error
 from normedu.grading.errors import GradingError
+
+# A failing check shows the student its message and their own cells, not the grader's frames.
+display.install()
 
 __all__ = ["GradingError", "assert_close", "rel_error"]
