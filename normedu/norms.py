@@ -19,7 +19,7 @@ This module imports neither torch nor numpy: the guard runs in numpy-only exerci
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["NONE", "NormSpec", "NORMS", "get", "kinds", "groups_for"]
 
@@ -41,6 +41,9 @@ class NormSpec:
     - per_token: statistics per row over the last axis only, so that it applies to each
       token of a (B, T, D) hidden state.
     - grouped: the constructor takes a number of groups first (torch's ``GroupNorm``).
+    - color, linestyle, marker: how every figure of the book draws this norm (an Okabe-Ito
+      colour, and a second cue so that no line is told apart by colour alone); read by
+      :mod:`normedu.plots`, so a new norm is drawn without an edit there.
     """
 
     kind: str
@@ -49,6 +52,9 @@ class NormSpec:
     torch_modules: tuple[str, ...]
     per_token: bool
     grouped: bool = False
+    color: str = field(default="#000000", kw_only=True)
+    linestyle: str | tuple = field(default="-", kw_only=True)
+    marker: str = field(default="o", kw_only=True)
 
     @property
     def class_name(self) -> str:
@@ -63,10 +69,34 @@ NORMS: tuple[NormSpec, ...] = (
         "batch_norm",
         ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d"),
         False,
+        color="#D55E00",
+        linestyle="--",
+        marker="s",
     ),
-    NormSpec("layernorm", "LayerNorm", "layer_norm", ("LayerNorm",), True),
-    NormSpec("rmsnorm", "RMSNorm", "rms_norm", ("RMSNorm",), True),
-    NormSpec("groupnorm", "GroupNorm", "group_norm", ("GroupNorm",), False, True),
+    NormSpec(
+        "layernorm", "LayerNorm", "layer_norm", ("LayerNorm",), True, color="#0072B2", marker="o"
+    ),
+    NormSpec(
+        "rmsnorm",
+        "RMSNorm",
+        "rms_norm",
+        ("RMSNorm",),
+        True,
+        color="#009E73",
+        linestyle="-.",
+        marker="^",
+    ),
+    NormSpec(
+        "groupnorm",
+        "GroupNorm",
+        "group_norm",
+        ("GroupNorm",),
+        False,
+        True,
+        color="#CC79A7",
+        linestyle=(0, (5, 1, 1, 1, 1, 1)),
+        marker="D",
+    ),
 )
 
 

@@ -33,3 +33,20 @@ def test_a_registered_norm_is_built_counted_and_guarded(spec):
 def test_unknown_kinds_name_the_choices():
     with pytest.raises(ValueError, match=r"unknown norm 'whitening'.*'layernorm'.*'none'"):
         norms.get("whitening")
+
+
+def test_every_norm_is_drawn_in_its_own_okabe_ito_colour_with_a_second_cue():
+    """A registered norm is plotted without an edit in normedu.plots: its colour (one of the
+    colour-blind-safe Okabe-Ito set, none shared with another norm or 'none'), line style and
+    marker come from the registry."""
+    from normedu import plots
+
+    colours = [spec.color for spec in norms.NORMS]
+    assert set(colours) <= set(plots.OKABE_ITO) and len(set(colours)) == len(colours)
+    assert plots.COLORS["none"] not in colours
+    for spec in norms.NORMS:
+        assert plots.COLORS[spec.kind] == spec.color
+        assert plots.LINESTYLES[spec.kind] == spec.linestyle
+        assert plots.MARKERS[spec.kind] == spec.marker
+    styles = [(spec.linestyle, spec.marker) for spec in norms.NORMS]
+    assert len(set(map(str, styles))) == len(styles)  # told apart without colour too

@@ -26,6 +26,8 @@ import matplotlib.pyplot as plt
 from cycler import cycler
 from matplotlib.figure import Figure
 
+from normedu.norms import NORMS
+
 #: Okabe & Ito (2008), "Color Universal Design": black first, then the seven colours.
 OKABE_ITO: tuple[str, ...] = (
     "#000000",
@@ -38,13 +40,11 @@ OKABE_ITO: tuple[str, ...] = (
     "#CC79A7",
 )
 
-#: One colour per concept, used by every chapter (Okabe-Ito, plus grey for "no norm").
+#: One colour per concept, used by every chapter (Okabe-Ito, plus grey for "no norm"). The
+#: norms' own come from their registry entries (:data:`normedu.norms.NORMS`).
 COLORS: dict[str, str] = {
     "none": "#7f7f7f",
-    "batchnorm": "#D55E00",
-    "layernorm": "#0072B2",
-    "rmsnorm": "#009E73",
-    "groupnorm": "#CC79A7",
+    **{spec.kind: spec.color for spec in NORMS},
     "pre": "#0072B2",
     "post": "#D55E00",
     "gpu": "#E69F00",
@@ -52,12 +52,9 @@ COLORS: dict[str, str] = {
     "accent": "#F0E442",
 }
 #: The second cue of each concept: its line style ...
-LINESTYLES: dict[str, str] = {
+LINESTYLES: dict[str, str | tuple] = {
     "none": ":",
-    "batchnorm": "--",
-    "layernorm": "-",
-    "rmsnorm": "-.",
-    "groupnorm": (0, (5, 1, 1, 1, 1, 1)),
+    **{spec.kind: spec.linestyle for spec in NORMS},
     "pre": "-",
     "post": "--",
     "gpu": "-",
@@ -67,10 +64,7 @@ LINESTYLES: dict[str, str] = {
 #: ... and its marker (for points, and lines with few points).
 MARKERS: dict[str, str] = {
     "none": "x",
-    "batchnorm": "s",
-    "layernorm": "o",
-    "rmsnorm": "^",
-    "groupnorm": "D",
+    **{spec.kind: spec.marker for spec in NORMS},
     "pre": "o",
     "post": "s",
     "gpu": "v",
