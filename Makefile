@@ -12,7 +12,7 @@ PY     := $(VENV)/bin/python
 # What the environment is built from. The stamp is named after a checksum of these files, not
 # their dates (they are order-only prerequisites below): a fresh clone (every file new) over a
 # kept .venv, as a CI cache restores it, is not reinstalled, and any change to one of them is.
-ENV_INPUTS := requirements-lock.txt pyproject.toml jupyter/overrides.json
+ENV_INPUTS := requirements-lock.txt pyproject.toml jupyter/overrides.json scripts/validate_message.py
 STAMP  := $(VENV)/.installed-$(shell cat $(ENV_INPUTS) | cksum | cut -d' ' -f1)
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 PORT   ?= 8000
@@ -40,6 +40,7 @@ $(STAMP): | $(ENV_INPUTS)
 	@# JupyterLab settings of this environment only (the user's own settings stay untouched):
 	@# chapters (.md) open as notebooks with jupytext.
 	@mkdir -p $(LAB_SETTINGS) && cp jupyter/overrides.json $(LAB_SETTINGS)/overrides.json
+	@$(PY) scripts/validate_message.py $(VENV)
 	@rm -f $(VENV)/.installed $(VENV)/.installed-*
 	@touch $(STAMP)
 
@@ -89,6 +90,7 @@ $(STUDENT_STAMP): | requirements-lock.txt requirements-student.in pyproject.toml
 	  -r requirements-student.in $(if $(STUDENT_TORCH),torch)
 	$(STUDENT_VENV)/bin/python -m pip install --disable-pip-version-check -q --no-deps -e .
 	$(STUDENT_VENV)/bin/python -m ipykernel install --sys-prefix --name python3 > /dev/null
+	@$(STUDENT_VENV)/bin/python scripts/validate_message.py $(STUDENT_VENV)
 	@rm -f $(STUDENT_VENV)/.installed-*
 	@touch $(STUDENT_STAMP)
 
