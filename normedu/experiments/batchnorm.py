@@ -466,7 +466,13 @@ def causal_leak_demo(batch: int = 4, t: int = 16, d: int = 32, seed: int = 0) ->
 
 
 def expected_local_var_ratio(m: int) -> float:
-    """E[biased variance of m draws] / population variance = (m - 1) / m."""
+    """E[biased variance of m draws] / population variance = (m - 1) / m: the course's one copy.
+
+    The biased variance (divide by m) of m independent draws underestimates the population
+    variance by this factor on average (Bessel's correction, ``m / (m - 1)``, undoes it). It is
+    the theory line of :func:`syncbn_simulation` for a per-device batch m (local BN) and for
+    D * m (SyncBN over D devices), and of its plot.
+    """
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     return (m - 1) / m
