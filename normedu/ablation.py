@@ -3,8 +3,8 @@
 :func:`cpu_kernel_ablation` times, on one float32 (N, D) tensor and a preallocated output,
 
 - ``copy``: ``out.copy_(x)``, the roofline;
-- ``inductor``: ``torch.compile`` of the plain tensor code (:func:`normedu.fast._ln_forward`),
-  which sums each row into one vector accumulator;
+- ``inductor``: ``torch.compile`` of the plain tensor code
+  (:func:`normedu.compiled_kernels._ln_forward`), which sums each row into one vector accumulator;
 - ``c, ordinary stores``: the C kernel (:mod:`normedu.cpu_kernels`, 64 partial sums);
 - ``c, streaming stores``: the same with non-temporal stores.
 
@@ -31,7 +31,8 @@ def cpu_kernel_ablation(n: int = 2048, d: int = 4096, reps: int = 9, seed: int =
     """
     import torch
 
-    from . import cpu_kernels, fast
+    from . import compiled_kernels, cpu_kernels
+    from .conventions import DEFAULT_EPS
 
     if not cpu_kernels.available():
         raise RuntimeError(f"the C kernels are not available: {cpu_kernels.status()}")
@@ -41,8 +42,8 @@ def cpu_kernel_ablation(n: int = 2048, d: int = 4096, reps: int = 9, seed: int =
     x = torch.randn(n, d, generator=gen)
     w, b = torch.randn(d, generator=gen), torch.randn(d, generator=gen)
     out = torch.empty_like(x)
-    eps = 1e-5
-    inductor = fast._compiled("ln_forward_out")
+    eps = DEFAULT_EPS
+    inductor = compiled_kernels.compiled("ln_forward_out")
     variants: dict[str, Any] = {
         "copy": lambda: out.copy_(x),
         "inductor": lambda: inductor(x, w, b, out, eps),

@@ -13,40 +13,22 @@ Backends (:func:`backend` says which one a tensor gets):
   (many partial sums per reduction, streaming stores into large preallocated outputs, row
   statistics saved by the forward for the backward).
 * ``"triton"``, CUDA: :mod:`normedu.triton_kernels`, a hand-written forward that keeps each
-  row in registers; the backward is the compiled one below.
-* ``"inductor"``, everything else: the plain tensor code in :func:`_ln_forward`/
-  :func:`_rms_forward` and their hand-derived backwards, compiled with ``torch.compile``.
+  row in registers; the backward is the compiled one.
+* ``"inductor"``, everything else: :mod:`normedu.compiled_kernels`, plain tensor code and its
+  hand-derived backward compiled with ``torch.compile`` (the design and its compile cost are
+  described there).
 
-The compiled kernels were the first design and remain the portable one:
-
-* The kernels return **only** ``y`` (``dx``): no saved mean/rstd. Returning the row statistics
-  as separate outputs makes Inductor's CPU backend split the kernel into one loop per pass
-  (x is then read from memory three times). Without them it fuses the passes under a single
-  loop over rows (outer-loop fusion): a row of ``D`` floats (16 KiB for D = 4096) is loaded
-  from memory once and reused from the L1/L2 cache for the mean, the variance and the output.
-* The backward **recomputes** the row statistics from ``x`` instead of saving them: it must
-  read ``x`` anyway, so recomputing costs arithmetic, not bandwidth. Its ``dx`` is one fused
-  loop over rows; ``dweight``/``dbias`` are sums over rows (the other loop order), for which
-  Inductor emits a second loop that reads ``x`` and ``dy`` again: 5 tensor passes where the
-  ideal is 3.
-* bfloat16/float16 inputs are computed in float32 (upcast in registers, never written to
-  memory); float32 and float64 stay as they are. ``y``/``dx`` come back in the input dtype,
-  ``dweight`` and ``dbias`` in the parameter dtype.
-* ``out=`` lets the caller pass a preallocated output. On a CPU a fresh large tensor comes
-  from ``mmap`` (glibc's default mmap threshold is at most 32 MiB), so the first write to
-  every 4 KiB page takes a page fault and the operating system zeroes the page: a hidden
-  extra pass over memory. :mod:`normedu.bench` measures both.
+Each call decides its backend once (:func:`_choose`) and passes it down; the backward runs the
+C kernel exactly when the forward did. ``out=`` lets the caller pass a preallocated output. On
+a CPU a fresh large tensor comes from ``mmap`` (glibc's default mmap threshold is at most 32
+MiB), so the first write to every 4 KiB page takes a page fault and the operating system
+zeroes the page: a hidden extra pass over memory. :mod:`normedu.bench` measures both.
 
 The kernels are registered as ``torch.library`` custom ops (``normedu::layer_norm``,
 ``normedu::rms_norm`` and their backwards) with fake implementations (output shapes only) and
 a registered autograd formula, so ``torch.compile(model, fullgraph=True)`` traces a model
 built from :class:`FastLayerNorm`/:class:`FastRMSNorm` as one graph in which each norm is
 one opaque node; the ctypes call into C stays invisible to the tracer.
-
-Compile cost: ``dynamic=False`` specializes each kernel to its shape and dtype. The first call
-with a new ``(N, D, dtype, device)`` compiles (seconds on a CPU, cached on disk by Inductor
-for later processes); later calls with that shape run the compiled code directly. The module
-raises Dynamo's recompile limit so that a benchmark over many shapes keeps compiled code.
 
 Shapes (CS231n convention):
 
@@ -62,10 +44,11 @@ float64) and ``torch.nn.functional`` with random upstream gradients.
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from torch import Tensor, nn
+
+from .compiled_kernels import compiled, kernel_source, raise_recompile_limit
+from .conventions import DEFAULT_EPS
 
 __all__ = [
     "layer_norm",
@@ -78,105 +61,6 @@ __all__ = [
     "raise_recompile_limit",
 ]
 
-#: Dynamo keeps at most this many compiled versions of one function (one per shape/dtype).
-RECOMPILE_LIMIT = 256
-
-
-# --------------------------------------------------------------------------- the kernels
-# Plain tensor code: Inductor fuses each function into one loop nest over rows.
-
-
-def _acc(t: Tensor) -> Tensor:
-    # Half types accumulate in float32; float32 and float64 stay as they are. Under
-    # torch.compile the upcast happens in registers, no float32 copy is written to memory.
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
-
-
-def _ln_forward(x: Tensor, w: Tensor, b: Tensor, eps: float) -> Tensor:
-    xf = _acc(x)
-    mean = xf.mean(dim=-1, keepdim=True)
-    xc = xf - mean
-    rstd = torch.rsqrt((xc * xc).mean(dim=-1, keepdim=True) + eps)
-    return (xc * rstd * _acc(w) + _acc(b)).to(x.dtype)
-
-
-def _rms_forward(x: Tensor, w: Tensor, eps: float) -> Tensor:
-    xf = _acc(x)
-    rstd = torch.rsqrt((xf * xf).mean(dim=-1, keepdim=True) + eps)
-    return (xf * rstd * _acc(w)).to(x.dtype)
-
-
-def _ln_forward_out(x: Tensor, w: Tensor, b: Tensor, out: Tensor, eps: float) -> None:
-    out.copy_(_ln_forward(x, w, b, eps))
-
-
-def _rms_forward_out(x: Tensor, w: Tensor, out: Tensor, eps: float) -> None:
-    out.copy_(_rms_forward(x, w, eps))
-
-
-def _ln_backward(dy: Tensor, x: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    # dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat)),  g = dy * w  (see normedu.functional)
-    xf, dyf = _acc(x), _acc(dy)
-    mean = xf.mean(dim=-1, keepdim=True)
-    xc = xf - mean
-    rstd = torch.rsqrt((xc * xc).mean(dim=-1, keepdim=True) + eps)
-    x_hat = xc * rstd
-    g = dyf * _acc(w)
-    dx = rstd * (g - g.mean(dim=-1, keepdim=True) - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))
-    dw = (dyf * x_hat).sum(dim=0)
-    db = dyf.sum(dim=0)
-    return dx.to(x.dtype), dw.to(w.dtype), db.to(w.dtype)
-
-
-def _rms_backward(dy: Tensor, x: Tensor, w: Tensor, eps: float) -> tuple[Tensor, Tensor]:
-    # dx = rstd * (g - x_hat * mean(g * x_hat)): LayerNorm's without the centering term
-    xf, dyf = _acc(x), _acc(dy)
-    rstd = torch.rsqrt((xf * xf).mean(dim=-1, keepdim=True) + eps)
-    x_hat = xf * rstd
-    g = dyf * _acc(w)
-    dx = rstd * (g - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))
-    dw = (dyf * x_hat).sum(dim=0)
-    return dx.to(x.dtype), dw.to(w.dtype)
-
-
-_KERNELS = {
-    "ln_forward": _ln_forward,
-    "rms_forward": _rms_forward,
-    "ln_forward_out": _ln_forward_out,
-    "rms_forward_out": _rms_forward_out,
-    "ln_backward": _ln_backward,
-    "rms_backward": _rms_backward,
-}
-
-
-def kernel_source(name: str) -> str:
-    """Source code of one kernel (``"ln_forward"``, ``"rms_backward"``, ...), for the book."""
-    import inspect
-
-    if name not in _KERNELS:
-        raise ValueError(f"unknown kernel {name!r}; known: {sorted(_KERNELS)}")
-    return inspect.getsource(_KERNELS[name])
-
-
-def raise_recompile_limit(limit: int = RECOMPILE_LIMIT) -> None:
-    """Let Dynamo keep ``limit`` compiled versions per function (one per shape and dtype).
-
-    Its default (8) would make a benchmark over many shapes fall back to eager code silently.
-    """
-    import torch._dynamo.config as dynamo_config
-
-    for key in ("recompile_limit", "cache_size_limit"):
-        if hasattr(dynamo_config, key):
-            setattr(dynamo_config, key, max(getattr(dynamo_config, key), limit))
-
-
-@functools.cache
-def _compiled(name: str):
-    """The compiled version of kernel ``name``, created once per process."""
-    raise_recompile_limit()
-    return torch.compile(_KERNELS[name], dynamic=False, fullgraph=True)
-
-
 # --------------------------------------------------------------------------- backends
 
 
@@ -187,7 +71,8 @@ def backend(x: Tensor) -> str:
       hand-written C kernel (many partial sums, streaming stores for large outputs).
     - ``"triton"``: CUDA, with Triton installed and D <= :data:`normedu.triton_kernels.MAX_D`:
       the hand-written one-row-per-program kernel of :mod:`normedu.triton_kernels`.
-    - ``"inductor"``: everything else: the torch.compile'd kernels above.
+    - ``"inductor"``: everything else: the torch.compile'd kernels of
+      :mod:`normedu.compiled_kernels`.
 
     The backward pass uses the C kernel for ``"c"`` and the compiled kernels otherwise.
     """
@@ -204,20 +89,35 @@ def backend(x: Tensor) -> str:
     return "inductor"
 
 
-def _c_params(*params: Tensor | None) -> bool:
-    # The C kernels take float32 parameters only; a float64 weight on float32 x goes to Inductor.
-    return all(p is None or p.dtype == torch.float32 for p in params)
+def _choose(x2d: Tensor, w: Tensor, b: Tensor | None = None) -> str:
+    """The backend one call runs on, decided once per call and passed down to the kernels.
+
+    :func:`backend` of x, except that the C kernels take float32 parameters only (a float64
+    weight on float32 x goes to Inductor). The backward runs the C kernel exactly when the
+    forward did: the row statistics the C forward saves are what tells it so.
+    """
+    chosen = backend(x2d)
+    if chosen == "c" and not all(p is None or p.dtype == torch.float32 for p in (w, b)):
+        return "inductor"
+    return chosen
 
 
 def _forward(
-    kind: str, x2d: Tensor, w: Tensor, b: Tensor | None, eps: float, out2d=None, stats=None
+    kind: str,
+    chosen: str,
+    x2d: Tensor,
+    w: Tensor,
+    b: Tensor | None,
+    eps: float,
+    out2d=None,
+    stats=None,
 ) -> Tensor:
-    """Forward of ``kind`` ("ln" or "rms") on a contiguous (rows, D) x, into out2d if given.
+    """Forward of ``kind`` ("ln" or "rms") on backend ``chosen`` (from :func:`_choose`) for a
+    contiguous (rows, D) x, into out2d if given.
 
     ``stats``: (mean, rstd) buffers for the C kernel to fill (backend "c" only).
     """
-    chosen = backend(x2d)
-    if chosen == "c" and _c_params(w, b):
+    if chosen == "c":
         from . import cpu_kernels
 
         # A fresh output: ordinary stores (its pages fault in zeroed, and cached); a caller's
@@ -236,21 +136,22 @@ def _forward(
         return triton_kernels.rms_norm_forward(x2d, w, eps, y)
     args = (x2d, w, b) if kind == "ln" else (x2d, w)
     if out2d is None:
-        return _compiled(f"{kind}_forward")(*args, eps)
-    _compiled(f"{kind}_forward_out")(*args, out2d, eps)
+        return compiled(f"{kind}_forward")(*args, eps)
+    compiled(f"{kind}_forward_out")(*args, out2d, eps)
     return out2d
 
 
 def _backward(kind: str, dy: Tensor, x2d: Tensor, w: Tensor, eps: float, stats=None):
-    """Backward of ``kind``: the C kernel for float32 on a CPU (reusing the forward's
-    ``stats`` when given), else the compiled kernel (which recomputes them)."""
-    if backend(x2d) == "c" and dy.dtype == torch.float32 and _c_params(w):
+    """Backward of ``kind``: the C kernel when the forward ran it (``stats`` are the row
+    statistics it saved), else the compiled kernel (which recomputes them)."""
+    if stats is not None:
         from . import cpu_kernels
 
+        dy = dy.to(torch.float32)  # the C forward's y is float32, and so is its gradient
         if kind == "ln":
             return cpu_kernels.layer_norm_backward(dy, x2d, w, eps, stats)
         return cpu_kernels.rms_norm_backward(dy, x2d, w, eps, stats)
-    return _compiled(f"{kind}_backward")(dy, x2d, w, eps)
+    return compiled(f"{kind}_backward")(dy, x2d, w, eps)
 
 
 # --------------------------------------------------------------------------- validation
@@ -306,12 +207,8 @@ def _check_out(out: Tensor, x: Tensor) -> None:
 # extra outputs split Inductor's CPU loop; see the module docstring).
 
 
-def _saves_stats(x2d: Tensor, *params: Tensor | None) -> bool:
-    return backend(x2d) == "c" and _c_params(*params)
-
-
-def _stats_like(x2d: Tensor, *params: Tensor | None) -> tuple[Tensor, Tensor]:
-    n = x2d.shape[0] if _saves_stats(x2d, *params) else 0
+def _stats_for(chosen: str, x2d: Tensor) -> tuple[Tensor, Tensor]:
+    n = x2d.shape[0] if chosen == "c" else 0
     return tuple(torch.empty(n, dtype=torch.float32, device=x2d.device) for _ in range(2))
 
 
@@ -319,16 +216,18 @@ def _ln_impl(
     x2d: Tensor, weight: Tensor, bias: Tensor, eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(y, mean, rstd) of LayerNorm on a contiguous (N, D) x; stats (N,) or empty."""
-    mean, rstd = _stats_like(x2d, weight, bias)
-    y = _forward("ln", x2d, weight, bias, eps, None, (mean, rstd) if mean.numel() else None)
-    return y, mean, rstd
+    chosen = _choose(x2d, weight, bias)
+    mean, rstd = _stats_for(chosen, x2d)
+    stats = (mean, rstd) if chosen == "c" else None
+    return _forward("ln", chosen, x2d, weight, bias, eps, None, stats), mean, rstd
 
 
 def _rms_impl(x2d: Tensor, weight: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """(y, mean, rstd) of RMSNorm on a contiguous (N, D) x; stats (N,) or empty."""
-    mean, rstd = _stats_like(x2d, weight)
-    y = _forward("rms", x2d, weight, None, eps, None, (mean, rstd) if mean.numel() else None)
-    return y, mean, rstd
+    chosen = _choose(x2d, weight)
+    mean, rstd = _stats_for(chosen, x2d)
+    stats = (mean, rstd) if chosen == "c" else None
+    return _forward("rms", chosen, x2d, weight, None, eps, None, stats), mean, rstd
 
 
 def _ln_backward_impl(
@@ -350,12 +249,13 @@ def _rms_backward_impl(
 
 
 def _ln_fake(x2d, weight, bias, eps):
-    # Shapes and dtypes only: what torch.compile needs to trace around the kernel.
-    return (torch.empty_like(x2d), *_stats_like(x2d, weight, bias))
+    # Shapes and dtypes only: what torch.compile needs to trace around the kernel. The same
+    # rule as the implementation's says whether the statistics are saved (backend "c").
+    return (torch.empty_like(x2d), *_stats_for(_choose(x2d, weight, bias), x2d))
 
 
 def _rms_fake(x2d, weight, eps):
-    return (torch.empty_like(x2d), *_stats_like(x2d, weight))
+    return (torch.empty_like(x2d), *_stats_for(_choose(x2d, weight), x2d))
 
 
 def _ln_backward_fake(dy, x2d, weight, mean, rstd, eps):
@@ -403,12 +303,12 @@ _rms_op.register_autograd(_rms_autograd, setup_context=_setup_context)
 
 
 def glue_source() -> str:
-    """Source of the glue between LayerNorm's kernels and torch, for the book: the op's
-    implementation, its fake (shape-only) implementation, and its autograd formula.
-    RMSNorm's is the same without the bias."""
+    """Source of the glue between LayerNorm's kernels and torch, for the book: the choice of
+    backend, the op's implementation, its fake (shape-only) implementation, and its autograd
+    formula. RMSNorm's is the same without the bias."""
     import inspect
 
-    parts = (_ln_impl, _ln_fake, _op, _setup_context, _ln_autograd)
+    parts = (_choose, _ln_impl, _ln_fake, _op, _setup_context, _ln_autograd)
     return "\n\n".join(inspect.getsource(f) for f in parts)
 
 
@@ -426,7 +326,7 @@ def layer_norm(
     x: Tensor,
     weight: Tensor | None = None,
     bias: Tensor | None = None,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     out: Tensor | None = None,
 ) -> Tensor:
     """Fused LayerNorm over the last axis; same result as ``F.layer_norm(x, (D,), w, b, eps)``.
@@ -445,16 +345,16 @@ def layer_norm(
         if _needs_grad(x, weight, bias):
             raise ValueError("out= is for inference: it cannot be used when a gradient is needed")
         _check_out(out, x)
-        _forward("ln", x2d, w, b, float(eps), out.view(-1, x.shape[-1]))
+        _forward("ln", _choose(x2d, w, b), x2d, w, b, float(eps), out.view(-1, x.shape[-1]))
         return out
     if _eager_inference(x, weight, bias):
-        return _forward("ln", x2d, w, b, float(eps)).view(x.shape)
+        return _forward("ln", _choose(x2d, w, b), x2d, w, b, float(eps)).view(x.shape)
     y, _, _ = _ln_op(x2d, w, b, float(eps))
     return y.view(x.shape)
 
 
 def rms_norm(
-    x: Tensor, weight: Tensor | None = None, eps: float = 1e-5, out: Tensor | None = None
+    x: Tensor, weight: Tensor | None = None, eps: float = DEFAULT_EPS, out: Tensor | None = None
 ) -> Tensor:
     """Fused RMSNorm over the last axis; same result as ``F.rms_norm(x, (D,), w, eps)``.
 
@@ -466,10 +366,10 @@ def rms_norm(
         if _needs_grad(x, weight):
             raise ValueError("out= is for inference: it cannot be used when a gradient is needed")
         _check_out(out, x)
-        _forward("rms", x2d, w, None, float(eps), out.view(-1, x.shape[-1]))
+        _forward("rms", _choose(x2d, w), x2d, w, None, float(eps), out.view(-1, x.shape[-1]))
         return out
     if _eager_inference(x, weight):
-        return _forward("rms", x2d, w, None, float(eps)).view(x.shape)
+        return _forward("rms", _choose(x2d, w), x2d, w, None, float(eps)).view(x.shape)
     y, _, _ = _rms_op(x2d, w, float(eps))
     return y.view(x.shape)
 
@@ -480,7 +380,7 @@ def rms_norm(
 class FastLayerNorm(nn.Module):
     """``nn.LayerNorm(d)`` drop-in backed by :func:`layer_norm`: x (..., d) -> (..., d)."""
 
-    def __init__(self, d: int, eps: float = 1e-5, device=None, dtype=None) -> None:
+    def __init__(self, d: int, eps: float = DEFAULT_EPS, device=None, dtype=None) -> None:
         super().__init__()
         self.d, self.eps = d, eps
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
@@ -496,7 +396,7 @@ class FastLayerNorm(nn.Module):
 class FastRMSNorm(nn.Module):
     """``nn.RMSNorm(d, eps)`` drop-in backed by :func:`rms_norm`: x (..., d) -> (..., d)."""
 
-    def __init__(self, d: int, eps: float = 1e-5, device=None, dtype=None) -> None:
+    def __init__(self, d: int, eps: float = DEFAULT_EPS, device=None, dtype=None) -> None:
         super().__init__()
         self.d, self.eps = d, eps
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))

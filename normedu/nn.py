@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from . import norms
+from .conventions import DEFAULT_EPS, DEFAULT_MOMENTUM
 
 __all__ = [
     "layer_norm",
@@ -61,7 +62,7 @@ def _check_last(x: Tensor) -> int:
 
 
 def layer_norm(
-    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = DEFAULT_EPS
 ) -> Tensor:
     """LayerNorm over the last axis: x (..., D), weight/bias (D,) or None -> (..., D)."""
     d = _check_last(x)
@@ -78,7 +79,7 @@ def layer_norm(
     return out.to(x.dtype)
 
 
-def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = DEFAULT_EPS) -> Tensor:
     """RMSNorm over the last axis: ``weight * x / sqrt(mean(x**2) + eps)``; x (..., D)."""
     d = _check_last(x)
     _check_param(weight, d, "weight", x, "the last axis")
@@ -97,8 +98,8 @@ def batch_norm(
     running_mean: Tensor | None = None,
     running_var: Tensor | None = None,
     training: bool = True,
-    momentum: float = 0.1,
-    eps: float = 1e-5,
+    momentum: float = DEFAULT_MOMENTUM,
+    eps: float = DEFAULT_EPS,
 ) -> Tensor:
     """BatchNorm for x (N, C) or (N, C, L), updating ``running_*`` **in place** in training.
 
@@ -158,9 +159,13 @@ def group_norm(
     groups: int,
     weight: Tensor | None = None,
     bias: Tensor | None = None,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
 ) -> Tensor:
     """GroupNorm: x (N, C, *spatial) -> same shape; weight/bias (C,) or None.
+
+    The arguments come in PyTorch's order, ``(x, groups, weight, bias, eps)`` as in
+    ``torch.nn.functional.group_norm`` that this function mirrors; the NumPy reference
+    :func:`normedu.functional.group_norm` and the exercise take ``(x, gamma, beta, G, eps)``.
 
     Each sample's C channels are cut into ``groups`` groups of adjacent channels, and every
     (sample, group) is normalized over its channels and spatial positions: LayerNorm of the
@@ -194,7 +199,7 @@ class LayerNorm(nn.Module):
     Parameters: 2 * d (d with ``bias=False``). Input (..., d) -> output (..., d).
     """
 
-    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True) -> None:
+    def __init__(self, d: int, eps: float = DEFAULT_EPS, bias: bool = True) -> None:
         super().__init__()
         if d <= 0:
             raise ValueError(f"d must be positive, got {d}")
@@ -216,7 +221,7 @@ class RMSNorm(nn.Module):
     whereas ``torch.nn.RMSNorm(eps=None)`` uses ``torch.finfo(x.dtype).eps``.
     """
 
-    def __init__(self, d: int, eps: float = 1e-5) -> None:
+    def __init__(self, d: int, eps: float = DEFAULT_EPS) -> None:
         super().__init__()
         if d <= 0:
             raise ValueError(f"d must be positive, got {d}")
@@ -238,7 +243,9 @@ class BatchNorm1d(nn.Module):
     buffers; ``eval()`` uses the buffers.
     """
 
-    def __init__(self, c: int, eps: float = 1e-5, momentum: float = 0.1) -> None:
+    def __init__(
+        self, c: int, eps: float = DEFAULT_EPS, momentum: float = DEFAULT_MOMENTUM
+    ) -> None:
         super().__init__()
         if c <= 0:
             raise ValueError(f"c must be positive, got {c}")
@@ -272,7 +279,7 @@ class GroupNorm(nn.Module):
     ``GroupNorm(1, C)`` is LayerNorm over (C, *spatial); ``GroupNorm(C, C)`` is InstanceNorm.
     """
 
-    def __init__(self, groups: int, c: int, eps: float = 1e-5, affine: bool = True) -> None:
+    def __init__(self, groups: int, c: int, eps: float = DEFAULT_EPS, affine: bool = True) -> None:
         super().__init__()
         if c <= 0 or groups <= 0 or c % groups != 0:
             raise ValueError(
@@ -297,7 +304,7 @@ def _module_class(spec: norms.NormSpec) -> type[nn.Module]:
     return getattr(nn if spec.module.startswith("torch.nn.") else nn_module, spec.class_name)
 
 
-def make_norm(kind: str, d: int, eps: float = 1e-5) -> nn.Module:
+def make_norm(kind: str, d: int, eps: float = DEFAULT_EPS) -> nn.Module:
     """Build the norm ``kind`` of :data:`normedu.norms.NORMS` for width ``d``, or ``"none"``.
 
     ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"``, ``"groupnorm"`` (groups of

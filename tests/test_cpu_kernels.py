@@ -8,8 +8,9 @@ import torch.nn.functional as F
 
 from normedu import cpu_kernels as C
 from normedu import fast
+from normedu.conventions import DEFAULT_EPS
 
-EPS = 1e-5
+EPS = DEFAULT_EPS
 
 
 def _inputs(n, d, offset=3.0, seed=0):

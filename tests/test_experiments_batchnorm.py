@@ -99,6 +99,11 @@ def test_syncbn_matches_theory():
 
 def test_closed_forms():
     assert B.expected_local_var_ratio(2) == 0.5 and B.rms_mean_error(4) == 0.5
+    # Independently: the biased variance is x^T C x / m with the centering matrix
+    # C = I - 1 1^T / m, so for iid draws of variance 1 its expectation is trace(C) / m.
+    for m in range(1, 12):
+        centering = np.eye(m) - np.full((m, m), 1.0 / m)
+        assert B.expected_local_var_ratio(m) == pytest.approx(np.trace(centering) / m, abs=1e-15)
     with pytest.raises(ValueError):
         B.expected_local_var_ratio(0)
     assert math.isclose(B.rms_mean_error(16), 0.25)

@@ -16,10 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from normedu import fast, functional
+from normedu.conventions import DEFAULT_EPS
 
 SHAPE = (3, 5, 96)  # leading axes are flattened into rows by the kernels
 D = SHAPE[-1]
-EPS = 1e-5
+EPS = DEFAULT_EPS
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 
 # One worker runs every test that compiles with Inductor (the "inductor" group), so a run
@@ -138,13 +139,13 @@ def test_bfloat16_is_computed_in_float32(data):
 
 def test_modules_match_torch_modules(data):
     x, w, b, dy = data
-    ours, ref = fast.FastLayerNorm(D), torch.nn.LayerNorm(D, eps=1e-5)
+    ours, ref = fast.FastLayerNorm(D), torch.nn.LayerNorm(D, eps=DEFAULT_EPS)
     with torch.no_grad():
         for m in (ours, ref):
             m.weight.copy_(w)
             m.bias.copy_(b)
     torch.testing.assert_close(ours(x), ref(x), **TOL)
-    rms, rms_ref = fast.FastRMSNorm(D), torch.nn.RMSNorm(D, eps=1e-5)
+    rms, rms_ref = fast.FastRMSNorm(D), torch.nn.RMSNorm(D, eps=DEFAULT_EPS)
     with torch.no_grad():
         rms.weight.copy_(w)
         rms_ref.weight.copy_(w)
@@ -230,11 +231,11 @@ for d in (5, 768, 1000):
         x = (3 + 2 * torch.randn(7, d, generator=g)).to(dt)
         w, b = (torch.randn(d, generator=g).to(dt) for _ in range(2))
         tol = {} if dt == torch.float32 else {"rtol": 2e-2, "atol": 5e-2}
-        out = T.layer_norm_forward(x, w, b, 1e-5, torch.empty_like(x))
-        ref = F.layer_norm(x.float(), (d,), w.float(), b.float(), 1e-5)
+        out = T.layer_norm_forward(x, w, b, EPS, torch.empty_like(x))
+        ref = F.layer_norm(x.float(), (d,), w.float(), b.float(), EPS)
         torch.testing.assert_close(out.float(), ref, **tol)
-        out = T.rms_norm_forward(x, w, 1e-5, torch.empty_like(x))
-        torch.testing.assert_close(out.float(), F.rms_norm(x.float(), (d,), w.float(), 1e-5), **tol)
+        out = T.rms_norm_forward(x, w, EPS, torch.empty_like(x))
+        torch.testing.assert_close(out.float(), F.rms_norm(x.float(), (d,), w.float(), EPS), **tol)
 print("ok")
 """
 
@@ -272,6 +273,30 @@ def test_float64_parameters_on_float32_input_fall_back_to_the_compiled_kernel(da
     torch.testing.assert_close(y.double(), F.layer_norm(x.double(), (D,), wr, br, EPS), **TOL)
     torch.testing.assert_close(xg.grad.double(), xr.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(w64.grad, wr.grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("wdtype", [torch.float32, torch.float64])
+def test_each_call_decides_its_backend_once(data, monkeypatch, wdtype):
+    # Forward and backward must run on the backend one decision picked: count the decisions
+    # and record which kernels ran (C statistics reach the backward only from a C forward).
+    from normedu import cpu_kernels
+
+    x, w, b, dy = data
+    calls, ran = [], []
+    monkeypatch.setattr(fast, "backend", lambda t, real=fast.backend: calls.append(1) or real(t))
+    for name in ("layer_norm_forward", "layer_norm_backward"):
+        real = getattr(cpu_kernels, name)
+        monkeypatch.setattr(
+            cpu_kernels, name, lambda *a, real=real, name=name: ran.append(name) or real(*a)
+        )
+    xg = x.clone().requires_grad_(True)
+    fast.layer_norm(xg, w.to(wdtype), b.to(wdtype), EPS).backward(dy)
+    assert len(calls) == 1
+    want = ["layer_norm_forward", "layer_norm_backward"] if wdtype == torch.float32 else []
+    assert ran == want
+    xr = x.double().requires_grad_(True)
+    F.layer_norm(xr, (D,), w.double(), b.double(), EPS).backward(dy.double())
+    torch.testing.assert_close(xg.grad.double(), xr.grad, rtol=1e-4, atol=1e-5)
 
 
 def test_torch_compile_fullgraph_runs_a_model_of_fast_norms_like_eager():

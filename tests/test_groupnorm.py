@@ -10,6 +10,11 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -17,6 +22,9 @@ import torch.nn.functional as TF
 
 from normedu import functional as F
 from normedu import nn as nnu
+from normedu.conventions import DEFAULT_EPS
+
+REPO = Path(__file__).resolve().parent.parent
 
 # (shape, G): no spatial axis, one, two and three spatial axes, G = 1 and G = C included.
 CASES = [((3, 6), 2), ((2, 4, 5), 4), ((2, 6, 3, 4), 3), ((2, 4, 2, 3, 2), 1), ((1, 8, 3), 8)]
@@ -36,18 +44,18 @@ def sample(shape, seed):
 @pytest.mark.parametrize("shape, G", CASES)
 def test_forward_and_backward_match_torch_autograd(shape, G):
     x, g, b, dy = sample(shape, seed=len(shape) * 10 + G)
-    for eps in (1e-5, 0.1):
+    for eps in (DEFAULT_EPS, 0.1):
         want = TF.group_norm(t(x), G, t(g), t(b), eps).numpy()
-        np.testing.assert_allclose(F.group_norm(x, G, g, b, eps), want, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(F.group_norm(x, g, b, G, eps), want, rtol=1e-10, atol=1e-10)
     xt, gt, bt = t(x, True), t(g, True), t(b, True)
-    TF.group_norm(xt, G, gt, bt, 1e-5).backward(t(dy))
-    dx, dg, db = F.group_norm_backward(dy, x, G, g)
+    TF.group_norm(xt, G, gt, bt, DEFAULT_EPS).backward(t(dy))
+    dx, dg, db = F.group_norm_backward(dy, x, g, G)
     np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(dg, gt.grad.numpy(), rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(db, bt.grad.numpy(), rtol=1e-8, atol=1e-10)
     # Without gamma/beta: identity affine.
     np.testing.assert_allclose(
-        F.group_norm(x, G), TF.group_norm(t(x), G).numpy(), rtol=1e-10, atol=1e-10
+        F.group_norm(x, None, None, G), TF.group_norm(t(x), G).numpy(), rtol=1e-10, atol=1e-10
     )
 
 
@@ -66,16 +74,16 @@ def numeric_grad(f, x, h=1e-6):
 
 def test_backward_matches_finite_differences():
     x, g, b, dy = sample((2, 4, 3), seed=5)
-    dx, dg, db = F.group_norm_backward(dy, x, 2, g)
+    dx, dg, db = F.group_norm_backward(dy, x, g, 2)
     kw = dict(rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(
-        dx, numeric_grad(lambda z: np.sum(F.group_norm(z, 2, g, b) * dy), x.copy()), **kw
+        dx, numeric_grad(lambda z: np.sum(F.group_norm(z, g, b, 2) * dy), x.copy()), **kw
     )
     np.testing.assert_allclose(
-        dg, numeric_grad(lambda z: np.sum(F.group_norm(x, 2, z, b) * dy), g.copy()), **kw
+        dg, numeric_grad(lambda z: np.sum(F.group_norm(x, z, b, 2) * dy), g.copy()), **kw
     )
     np.testing.assert_allclose(
-        db, numeric_grad(lambda z: np.sum(F.group_norm(x, 2, g, z) * dy), b.copy()), **kw
+        db, numeric_grad(lambda z: np.sum(F.group_norm(x, g, z, 2) * dy), b.copy()), **kw
     )
 
 
@@ -83,40 +91,46 @@ def test_one_group_is_layernorm_and_c_groups_is_instancenorm():
     x, g, b, _ = sample((3, 4, 5, 2), seed=6)
     # G = 1: LayerNorm over (C, H, W) with no affine, then GroupNorm's per-channel gamma/beta.
     ln = TF.layer_norm(t(x), x.shape[1:]).numpy()
-    np.testing.assert_allclose(F.group_norm(x, 1), ln, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(F.group_norm(x, None, None, 1), ln, rtol=1e-10, atol=1e-10)
     # G = C: InstanceNorm, torch's instance_norm with per-channel weight and bias.
-    want = TF.instance_norm(t(x), weight=t(g), bias=t(b), eps=1e-5).numpy()
-    np.testing.assert_allclose(F.group_norm(x, 4, g, b), want, rtol=1e-10, atol=1e-10)
+    want = TF.instance_norm(t(x), weight=t(g), bias=t(b), eps=DEFAULT_EPS).numpy()
+    np.testing.assert_allclose(F.group_norm(x, g, b, 4), want, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(F.instance_norm(x, g, b), want, rtol=1e-10, atol=1e-10)
 
 
 def test_a_sample_does_not_depend_on_its_batchmates():
     x, g, b, _ = sample((5, 6, 4), seed=7)
-    alone = F.group_norm(x[:1], 3, g, b)
-    np.testing.assert_array_equal(F.group_norm(x, 3, g, b)[:1], alone)
+    alone = F.group_norm(x[:1], g, b, 3)
+    np.testing.assert_array_equal(F.group_norm(x, g, b, 3)[:1], alone)
 
 
 def test_dtypes_are_preserved_for_every_output():
     x, g, b, dy = sample((2, 4, 3), seed=8)
     x32, dy32 = x.astype(np.float32), dy.astype(np.float32)
-    assert F.group_norm(x32, 2, g, b).dtype == np.float32
+    assert F.group_norm(x32, g, b, 2).dtype == np.float32
     assert F.instance_norm(x32.astype(np.float16)).dtype == np.float16
-    outs = F.group_norm_backward(dy32, x32, 2, g.astype(np.float32))
+    outs = F.group_norm_backward(dy32, x32, g.astype(np.float32), 2)
     assert [o.dtype for o in outs] == [np.float32] * 3
     np.testing.assert_allclose(
-        F.group_norm(x32, 2, g, b), TF.group_norm(t(x32), 2, t(g), t(b)).numpy(), atol=1e-6
+        F.group_norm(x32, g, b, 2), TF.group_norm(t(x32), 2, t(g), t(b)).numpy(), atol=1e-6
     )
 
 
 @pytest.mark.parametrize(
     "call, words",
     [
-        (lambda: F.group_norm(np.ones((2, 6, 3)), 4), ["C = 6", "G = 4", "divisible"]),
-        (lambda: F.group_norm_backward(np.ones((2, 6)), np.ones((2, 6)), 5), ["C = 6", "G = 5"]),
-        (lambda: F.group_norm(np.ones(6), 2), ["(6,)", "(N, C"]),
-        (lambda: F.group_norm(np.ones((2, 4)), 0), ["positive"]),
-        (lambda: F.group_norm(np.ones((2, 4)), 2, np.ones(2)), ["gamma", "(2,)", "(4,)"]),
-        (lambda: F.group_norm_backward(np.ones((2, 3)), np.ones((2, 4)), 2), ["dout", "(2, 3)"]),
+        (lambda: F.group_norm(np.ones((2, 6, 3)), None, None, 4), ["C = 6", "G = 4", "divisible"]),
+        (
+            lambda: F.group_norm_backward(np.ones((2, 6)), np.ones((2, 6)), None, 5),
+            ["C = 6", "G = 5"],
+        ),
+        (lambda: F.group_norm(np.ones(6), None, None, 2), ["(6,)", "(N, C"]),
+        (lambda: F.group_norm(np.ones((2, 4)), None, None, 0), ["positive"]),
+        (lambda: F.group_norm(np.ones((2, 4)), np.ones(2), None, 2), ["gamma", "(2,)", "(4,)"]),
+        (
+            lambda: F.group_norm_backward(np.ones((2, 3)), np.ones((2, 4)), None, 2),
+            ["dout", "(2, 3)"],
+        ),
         (lambda: nnu.GroupNorm(4, 6), ["C = 6", "G = 4"]),
         (lambda: nnu.group_norm(torch.ones(2, 6), 4), ["C = 6", "G = 4"]),
     ],
@@ -126,6 +140,29 @@ def test_bad_input_raises_clear_errors(call, words):
         call()
     for w in words:
         assert w in str(info.value), f"{w!r} not in message: {info.value}"
+
+
+def _solution_signature(name: str) -> list[str]:
+    """Parameter names of ``name`` as the groupnorm assignment's solution notebook defines it."""
+    nb = json.loads((REPO / "solutions" / "groupnorm" / "groupnorm.ipynb").read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = "".join(cell["source"])
+        for node in ast.walk(ast.parse(src)) if f"def {name}(" in src else ():
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return [a.arg for a in node.args.args]
+    raise AssertionError(f"no def {name} in the groupnorm solution notebook")
+
+
+@pytest.mark.parametrize(
+    "ours, theirs",
+    [("group_norm", "groupnorm_forward"), ("group_norm_backward", "groupnorm_backward")],
+)
+def test_reference_takes_the_exercise_argument_order(ours, theirs):
+    # One GroupNorm order for the reference and the exercise, so that F.group_norm(x, gamma,
+    # beta, G) can be compared with a student's groupnorm_forward(x, gamma, beta, G) as is.
+    assert list(inspect.signature(getattr(F, ours)).parameters) == _solution_signature(theirs)
 
 
 @pytest.mark.parametrize("shape, G", [((4, 8), 2), ((2, 6, 3, 3), 3)])

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from normedu.conventions import DEFAULT_EPS
 from normedu.transformer import (
     MLP,
     Block,
@@ -85,8 +86,8 @@ def test_rmsnorm_and_none_blocks():
     x = torch.randn(2, 4, 16)
     b = Block(GPTConfig(d_model=16, n_heads=2, norm="rmsnorm"))
     assert type(b.norm1).__name__ == "RMSNorm" and not hasattr(b.norm1, "bias")
-    expected = x + b.attn(F.rms_norm(x, (16,), b.norm1.weight, 1e-5))
-    expected = expected + b.mlp(F.rms_norm(expected, (16,), b.norm2.weight, 1e-5))
+    expected = x + b.attn(F.rms_norm(x, (16,), b.norm1.weight, DEFAULT_EPS))
+    expected = expected + b.mlp(F.rms_norm(expected, (16,), b.norm2.weight, DEFAULT_EPS))
     torch.testing.assert_close(b(x), expected)
     b0 = Block(GPTConfig(d_model=16, n_heads=2, norm="none"))
     h = x + b0.attn(x)
@@ -105,7 +106,7 @@ def test_gpt_forward_matches_manual_composition():
     x = model.tok.weight[idx] + model.pos.weight[:9]
     for blk in model.blocks:
         x = blk(x)
-    x = F.layer_norm(x, (16,), model.final.weight, model.final.bias, 1e-5)
+    x = F.layer_norm(x, (16,), model.final.weight, model.final.bias, DEFAULT_EPS)
     expected = x @ model.head.weight.T + model.head.bias
     torch.testing.assert_close(model(idx), expected)
     assert model(idx).shape == (2, 9, 11)

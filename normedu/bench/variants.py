@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..conventions import DEFAULT_EPS
+
 __all__ = [
     "OPS",
     "IMPLS",
@@ -31,7 +33,8 @@ PASSES = ("fwd", "fwdbwd")
 DTYPES = ("float32", "bfloat16", "float16")
 #: Name of the stored GPU result: ``results/gpu/bench.json``.
 STORED_NAME = "bench"
-EPS = 1e-5
+#: The eps every variant runs with: the course default.
+EPS = DEFAULT_EPS
 ROW_KEYS = (
     "op",
     "impl",

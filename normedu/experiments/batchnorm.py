@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..conventions import DEFAULT_EPS, DEFAULT_MOMENTUM
 from ..data import digits
 from ..device import choose, pick_device
 from ..mlp import deep_mlp
@@ -338,7 +339,7 @@ def padding_demo(
         def masked_bn(x, m):
             vals = x[m]  # (tokens, d): real tokens only
             mu, var = vals.mean(0), vals.var(0, unbiased=False)
-            return ((x - mu) / torch.sqrt(var + 1e-5))[0, :n0]
+            return ((x - mu) / torch.sqrt(var + DEFAULT_EPS))[0, :n0]
 
         mdiff = float((masked_bn(xa, ma) - masked_bn(xb, mb)).abs().max())
     return {
@@ -465,7 +466,13 @@ def causal_leak_demo(batch: int = 4, t: int = 16, d: int = 32, seed: int = 0) ->
 
 
 def expected_local_var_ratio(m: int) -> float:
-    """E[biased variance of m draws] / population variance = (m - 1) / m."""
+    """E[biased variance of m draws] / population variance = (m - 1) / m: the course's one copy.
+
+    The biased variance (divide by m) of m independent draws underestimates the population
+    variance by this factor on average (Bessel's correction, ``m / (m - 1)``, undoes it). It is
+    the theory line of :func:`syncbn_simulation` for a per-device batch m (local BN) and for
+    D * m (SyncBN over D devices), and of its plot.
+    """
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     return (m - 1) / m
@@ -477,7 +484,7 @@ def rms_mean_error(m: int) -> float:
 
 
 def running_average_trace(
-    momentum: float = 0.1, steps: int = 60, batch: int = 16, feature: int = 36
+    momentum: float = DEFAULT_MOMENTUM, steps: int = 60, batch: int = 16, feature: int = 36
 ) -> dict:
     """Feed batches of digits through :class:`normedu.nn.BatchNorm1d` and trace one feature.
 

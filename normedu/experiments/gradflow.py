@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..conventions import DEFAULT_EPS
 from ..device import pick_device, preset_name
 from . import scale_experiment, threads
 
@@ -115,7 +116,9 @@ class JacobianDemo:
         return np.sort(np.asarray(vals))
 
 
-def jacobian_demo(d: int = 6, seed: int = 0, eps: float = 1e-5, scale: float = 2.0) -> JacobianDemo:
+def jacobian_demo(
+    d: int = 6, seed: int = 0, eps: float = DEFAULT_EPS, scale: float = 2.0
+) -> JacobianDemo:
     """Build a :class:`JacobianDemo` for x = scale * N(0, 1)^d + 1 (float64)."""
     import torch
 
@@ -165,7 +168,7 @@ class SelfRegulation:
 
 
 def self_regulation(
-    scales=(0.01, 0.1, 1.0, 10.0, 100.0), d: int = 64, seed: int = 0, eps: float = 1e-5
+    scales=(0.01, 0.1, 1.0, 10.0, 100.0), d: int = 64, seed: int = 0, eps: float = DEFAULT_EPS
 ) -> SelfRegulation:
     """Measure the LayerNorm backward gain for inputs ``s * z`` (float64 autograd)."""
     import torch

@@ -52,12 +52,12 @@ def batchmates(
         mates = rng.normal(rng.normal(0, 1), rng.uniform(0.5, 2.0), size=(batch - 1, *shape))
         x = np.concatenate([sample[None], mates])
         outs["batchnorm"].append(Fn.batch_norm(x)[0][0])
-        outs["groupnorm"].append(Fn.group_norm(x, groups)[0])
+        outs["groupnorm"].append(Fn.group_norm(x, None, None, groups)[0])
     result: dict = {
         "batch": batch,
         "n_batches": n_batches,
         "groups": groups,
-        "alone": float(Fn.group_norm(sample[None], groups)[0, 0, 0, 0]),
+        "alone": float(Fn.group_norm(sample[None], None, None, groups)[0, 0, 0, 0]),
         "max_change": {},
     }
     for key, arrs in outs.items():

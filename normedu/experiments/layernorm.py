@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import functional as Fn
+from ..conventions import DEFAULT_EPS
 from ..data import digits
 from ..device import choose, pick_device
 from ..mlp import deep_mlp, norm_layers
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-def walkthrough(x=(2.0, 4.0, -1.0, 3.0), eps: float = 1e-5, gamma=None, beta=None) -> dict:
+def walkthrough(x=(2.0, 4.0, -1.0, 3.0), eps: float = DEFAULT_EPS, gamma=None, beta=None) -> dict:
     """Every intermediate of LayerNorm on one vector, in float64.
 
     Returns ``x``, ``mu``, ``centered`` (x - mu), ``squared`` ((x - mu)^2), ``var`` (biased),
@@ -343,7 +344,7 @@ def var_pitfall(dims: tuple[int, ...] = (4, 64, 768), rows: int = 256, seed: int
     for d in dims:
         x = torch.randn(rows, d, generator=gen, dtype=torch.float64)
         mu = x.mean(-1, keepdim=True)
-        wrong = (x - mu) / torch.sqrt(torch.var(x, dim=-1, keepdim=True) + 1e-5)
+        wrong = (x - mu) / torch.sqrt(torch.var(x, dim=-1, keepdim=True) + DEFAULT_EPS)
         right = F.layer_norm(x, (d,))
         out.append(
             {

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..conventions import DEFAULT_EPS
+
 __all__ = [
     "EXAMPLE_X",
     "worked_example",
@@ -216,7 +218,7 @@ def _time_partial(x: np.ndarray, ps) -> np.ndarray:
 
     xt = torch.from_numpy(x)
     timer = Timer("cpu")
-    fns = [functools.partial(partial_rms, xt, p, 1e-5) for p in ps]
+    fns = [functools.partial(partial_rms, xt, p, DEFAULT_EPS) for p in ps]
     # One thread: the ratio compares reductions, and two threads fighting over a loaded
     # machine's cores make a call up to 50x slower at random.
     with threads(1):

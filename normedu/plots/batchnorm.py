@@ -63,17 +63,34 @@ def batch_size_sweep(sweep: Mapping, cited: Mapping | None = None) -> Figure:
 
 
 def syncbn(sim: Mapping) -> Figure:
-    """Local BN vs SyncBN: variance bias and mean error vs per-device batch, with theory."""
+    """Local BN vs SyncBN: variance bias and mean error vs per-device batch, with theory.
+
+    ``sim`` is :func:`normedu.experiments.batchnorm.syncbn_simulation`'s result; the theory
+    lines are that module's closed forms, for m samples (local) and D * m (synchronized).
+    """
+    from ..experiments.batchnorm import expected_local_var_ratio, rms_mean_error
+
     m = np.asarray(sim["per_device"], dtype=float)
     d = sim["devices"]
+
+    def theory(f, devices: int) -> list[float]:
+        return [f(devices * int(v)) for v in m]
+
     fig, axes = figure(1, 2, width=11, height=3.9)
     ax = axes[0]
     ax.plot(m, sim["local_var_ratio"], "o-", color=COLORS["batchnorm"], label="local BN (measured)")
-    ax.plot(m, (m - 1) / m, ":", color="black", label="theory (m-1)/m")
+    ax.plot(m, theory(expected_local_var_ratio, 1), ":", color="black", label="theory (m-1)/m")
     ax.plot(
         m, sim["sync_var_ratio"], "s-", color=COLORS["layernorm"], label=f"SyncBN over {d} devices"
     )
-    ax.plot(m, (d * m - 1) / (d * m), "--", color="black", lw=0.8, label="theory (Dm-1)/(Dm)")
+    ax.plot(
+        m,
+        theory(expected_local_var_ratio, d),
+        "--",
+        color="black",
+        lw=0.8,
+        label="theory (Dm-1)/(Dm)",
+    )
     ax.set_xscale("log", base=2)
     ax.set_xticks(m, [f"{int(v)}" for v in m])
     ax.set_xlabel("per-device batch m")
@@ -82,9 +99,9 @@ def syncbn(sim: Mapping) -> Figure:
     ax.legend(fontsize=8)
     ax = axes[1]
     ax.plot(m, sim["local_mean_err"], "o-", color=COLORS["batchnorm"], label="local BN (measured)")
-    ax.plot(m, 1 / np.sqrt(m), ":", color="black", label="theory 1/sqrt(m)")
+    ax.plot(m, theory(rms_mean_error, 1), ":", color="black", label="theory 1/sqrt(m)")
     ax.plot(m, sim["sync_mean_err"], "s-", color=COLORS["layernorm"], label="SyncBN (measured)")
-    ax.plot(m, 1 / np.sqrt(d * m), "--", color="black", lw=0.8, label="theory 1/sqrt(Dm)")
+    ax.plot(m, theory(rms_mean_error, d), "--", color="black", lw=0.8, label="theory 1/sqrt(Dm)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(m, [f"{int(v)}" for v in m])

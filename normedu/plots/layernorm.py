@@ -10,6 +10,7 @@ from html import escape
 import numpy as np
 from matplotlib.patches import Rectangle
 
+from ..conventions import DEFAULT_EPS
 from . import COLORS, STYLE, Figure, figure
 
 __all__ = [
@@ -104,7 +105,7 @@ def layernorm_frames(
     x: Sequence[float],
     gamma: Sequence[float],
     beta: Sequence[float],
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     tween: int = 4,
 ) -> list[tuple[np.ndarray, str]]:
     """The bar heights of the animation: key frames of each stage plus ``tween`` interpolated
@@ -140,7 +141,7 @@ def layernorm_animation(
     x: Sequence[float] = (3.0, 5.0, 1.0, 6.0, 2.0, 4.5),
     gamma: Sequence[float] = (1.5, 0.5, 1.0, 2.0, 1.0, 0.8),
     beta: Sequence[float] = (0.5, 0.0, -0.5, 0.0, 1.0, 0.0),
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     tween: int = 4,
     alt: str = (
         "Animated bar chart of six feature values: the bars shift until their mean is zero, "
