@@ -161,7 +161,7 @@ def check_forward(f: Callable, x, gamma, beta, G: int, eps: float = 1e-5) -> Non
     rtol, atol = _tolerances(x)
     check_against(
         out,
-        ref.group_norm(x.astype(np.float64), G, gamma, beta, eps),
+        ref.group_norm(x.astype(np.float64), gamma, beta, G, eps),
         f"out for x of shape {x.shape} ({x.dtype}), G={G}, eps={eps}",
         _hypotheses(x, gamma, beta, G, eps),
         rtol=rtol,
@@ -262,12 +262,12 @@ def check_backward(
     if numeric:
         beta = np.zeros(x.shape[1])
         expected = (
-            numerical_gradient(lambda z: ref.group_norm(z, G, gamma, beta, eps), x64, d64),
-            numerical_gradient(lambda z: ref.group_norm(x64, G, z, beta, eps), gamma, d64),
-            numerical_gradient(lambda z: ref.group_norm(x64, G, gamma, z, eps), beta, d64),
+            numerical_gradient(lambda z: ref.group_norm(z, gamma, beta, G, eps), x64, d64),
+            numerical_gradient(lambda z: ref.group_norm(x64, z, beta, G, eps), gamma, d64),
+            numerical_gradient(lambda z: ref.group_norm(x64, gamma, z, G, eps), beta, d64),
         )
     else:
-        expected = ref.group_norm_backward(d64, x64, G, gamma, eps)
+        expected = ref.group_norm_backward(d64, x64, gamma, G, eps)
     grads = _bwd(b, dout, x, gamma, G, eps)
     rtol, atol = (1e-5, 1e-7) if numeric else _tolerances(x)
     label = f"for x of shape {x.shape} ({x.dtype}), G={G}, eps={eps}" + (

@@ -497,7 +497,7 @@ from normedu.functional import group_norm_backward as helper
 
 
 def groupnorm_backward(dout, x, gamma, G, eps=1e-5):
-    return helper(dout, x, G, gamma, eps)
+    return helper(dout, x, gamma, G, eps)
 """,
     ),
 ]
