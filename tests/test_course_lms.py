@@ -245,3 +245,25 @@ def test_answer_errors_name_the_student_function_and_line():
         "syntax error in `gn_forward` (line 4)",
         "NotImplementedError in `gn_backward`",
     ]
+
+
+def test_moodle_pattern_of_the_guide_keeps_name_and_user_id(tmp_path):
+    """The guide's Moodle example: one folder per student, ``Jane Doe_12345_assignsubmission_
+    file_/<file>``."""
+    course = _course(tmp_path)
+    inbox = tmp_path / "moodle"
+    for folder in ("Jane Doe_12345_assignsubmission_file_", "Bo Li_777_assignsubmission_file_"):
+        (inbox / folder).mkdir(parents=True)
+        (inbox / folder / "demo.ipynb").write_text(folder)
+    pattern = r"^(?P<student>[^_/]+)_(?P<user_id>\d+)_assignsubmission_file_/"
+    items, unplaced = collect(course, "demo", inbox, pattern=pattern)
+    assert unplaced == [] and not [w for i in items for w in i.warnings]
+    record = load_collect_record(course, "demo")
+    assert sorted(record) == ["Bo_Li", "Jane_Doe"]
+    assert record["Jane_Doe"]["lms_user_id"] == "12345" and record["Jane_Doe"]["name"] == "Jane Doe"
+    assert record["Jane_Doe"]["late"] is None
+    # Without the pattern (--layout folders) the ids keep Moodle's folder names: warned.
+    (tmp_path / "x").mkdir()
+    other = _course(tmp_path / "x")
+    items, _ = collect(other, "demo", inbox, layout="folders")
+    assert all("looks like an LMS file name" in " ".join(i.warnings) for i in items)

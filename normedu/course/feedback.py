@@ -98,6 +98,35 @@ def _banner(verdict: st.Verdict) -> str:
     )
 
 
+def _finish(course: Course, text: str, verdict: st.Verdict | None, labels: dict) -> str:
+    """nbgrader's feedback page made normedu's: offline math, named tests, wrapped output
+    lines and the status box (none without a verdict: a page of a stock nbgrader grade)."""
+    text = _name_tests(_offline_math(text, course), labels)
+    text = text.replace("</head>", WRAP_STYLE + "</head>", 1)
+    head, sep, tail = text.partition("<body")
+    if sep and verdict is not None:
+        close = tail.index(">") + 1
+        text = head + sep + tail[:close] + _banner(verdict) + tail[close:]
+    return text
+
+
+def formgrader_hook(assignment: str, student: str, notebooks: list[str]) -> None:
+    """nbgrader's ``GenerateFeedback.post_convert_hook`` (set in the course configuration):
+    Formgrader's *Generate Feedback* button and stock ``nbgrader generate_feedback`` then
+    finish each page as ``normedu feedback`` does (status box, offline math, named tests)
+    instead of leaving nbgrader's bare page. nbgrader calls it once per student, from the
+    course root, with the autograded notebooks (``autograded/<student>/<a>/<nb>.ipynb``)."""
+    course = Course.at(Path.cwd())
+    for source in map(Path, notebooks):
+        who, which = source.parent.parent.name, source.parent.name
+        page = course.feedback_dir(who, which) / f"{source.stem}.html"
+        if not page.exists() or WRAP_STYLE in page.read_text():
+            continue  # not written by this run, or already finished
+        verdict = st.load(course, which, who)
+        labels = _test_labels(course, which, source.stem)
+        page.write_text(_finish(course, page.read_text(), verdict, labels))
+
+
 def _ungradable_page(verdict: st.Verdict, assignment: str) -> str:
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -133,7 +162,10 @@ def _render(course: Course, assignment: str, runnable: list[str], scratch: Path)
     # The course configuration's feedback steps (hidden tests and grading-code tracebacks
     # removed): the same as stock `nbgrader generate_feedback` from the course root.
     # nbgrader joins folders with os.path.join: an absolute feedback folder wins.
-    api = course.api(HTMLExporter={"template_name": "feedback"})
+    # Without the course's post-convert hook: the pages are finished below, once.
+    api = course.api(
+        HTMLExporter={"template_name": "feedback"}, GenerateFeedback={"post_convert_hook": None}
+    )
     exclude = ",".join(sorted(everyone - set(runnable)))
     with temp_attrs(
         api.coursedir,
@@ -177,12 +209,7 @@ def write_feedback(
             if st.kind(verdict.status) in st.NOT_RUN:
                 text = _ungradable_page(verdict, assignment)
             elif rendered.exists():
-                text = _name_tests(_offline_math(rendered.read_text(), course), labels)
-                text = text.replace("</head>", WRAP_STYLE + "</head>", 1)
-                head, sep, tail = text.partition("<body")
-                if sep:
-                    close = tail.index(">") + 1
-                    text = head + sep + tail[:close] + _banner(verdict) + tail[close:]
+                text = _finish(course, rendered.read_text(), verdict, labels)
             else:
                 continue
             if not page.exists() or page.read_text() != text:
