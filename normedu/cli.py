@@ -65,11 +65,12 @@ def _cmd_collect(args) -> int:
         lms=args.lms,
     )
     width = max([len(i.student) for i in items] + [7])
-    print(f"{'student':<{width}}  action     handed in (UTC)            file / notes")
+    print(f"{'student':<{width}}  action     handed in (UTC)                 file / notes")
     for i in items:
         notes = f"  [{'; '.join(i.notes)}]" if i.notes else ""
-        late = " LATE" if i.late else ""
-        print(f"{i.student:<{width}}  {i.action:<9}  {i.handed_in:<25}{late}  {i.source}{notes}")
+        late = "LATE" if i.late else ""
+        when = f"{i.handed_in:<25} {late:<4}"
+        print(f"{i.student:<{width}}  {i.action:<9}  {when}  {i.source}{notes}")
     counts = Counter(i.action for i in items)
     print(f"{len(items)} students: " + ", ".join(f"{n} {a}" for a, n in sorted(counts.items())))
     warnings = [w for i in items for w in i.warnings]

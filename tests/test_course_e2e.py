@@ -511,15 +511,22 @@ def test_a_resubmission_drops_manual_scores_and_flags_what_needs_review(graded, 
     nb = nbformat.read(graded.inbox / "partial.ipynb", as_version=4)
     nb.metadata["resubmitted"] = True
     (tmp_path / "late").mkdir()
-    write_submission(tmp_path / "late" / "partial.ipynb", nb)
-    (item,), _ = collect(copy, "demo", tmp_path / "late")
-    assert item.action == "updated"
+    # Handed in late on Canvas, uploaded twice (Canvas's -1 suffix), at 2026-03-02 11:30 UTC.
+    late = tmp_path / "late" / "partial_LATE_34567_90999_demo-1.ipynb"
+    write_submission(late, nb)
+    os.utime(late, (1772451000, 1772451000))
+    (item,), _ = collect(copy, "demo", tmp_path / "late", lms="canvas")
+    assert item.action == "updated" and item.late and item.lms_user_id == "34567"
     report = autograde(copy, "demo", jobs=1, cell_timeout=CELL_S, wall_timeout=60)
     assert report.graded == ["partial"] and report.errors == []
     table = rows(copy, "demo")[1]
     row = next(r for r in table if r["student"] == "partial")
     assert (row["test_center_hidden"], row["test_scale"], row["score"]) == ("2", "0", "3")
     assert row["needs_review"] == "yes", row
+    assert (row["late"], row["handed_in"]) == ("yes", "2026-03-02T11:30:00+00:00")
+    with pytest.raises(ValueError, match="no Canvas user ID for") as info:
+        to_csv(copy, "demo", lms="canvas")  # only partial came through Canvas
+    assert "'ok'" in str(info.value) and "'partial'" not in str(info.value)
     assert (
         "1/2 on test_center_hidden, given to the earlier hand-in, no longer applies "
         in (row["notes"])

@@ -301,12 +301,14 @@ def collect(
             lms_user_id=meta.get("lms_user_id", ""),
             name=meta.get("name", student),
         )
-        before = earlier.get(source)
-        if before and before != student:
-            item.warnings.append(
-                f"{source!r} was collected before as student {before!r}: if both are one "
-                f"student, run `normedu students merge {before} {student}`"
-            )
+        for p, _, _ in files:
+            rel = p.relative_to(inbox).as_posix()
+            before = earlier.get(rel)
+            if before and before != student:
+                item.warnings.append(
+                    f"{rel!r} was collected before as student {before!r}: if both are one "
+                    f"student, run `normedu students merge {before} {student}`"
+                )
         if lms_names.looks_like_raw_lms_name(student):
             item.warnings.append(
                 f"student id {student!r} looks like an LMS file name: collect with "
