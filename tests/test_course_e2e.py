@@ -496,8 +496,11 @@ def test_a_resubmission_drops_manual_scores_and_flags_what_needs_review(graded, 
     with Gradebook(copy.db_url) as gb:  # Formgrader's manual grading, as it stores it
         for test in ("test_center_hidden", "test_scale"):
             gb.find_grade(test, "demo", "demo", "partial").manual_score = 1.0
+        comment = gb.find_submission("demo", "partial").notebooks[0].comments[0]
+        comment.manual_comment, cell = "see me about scale()", comment.name
         gb.db.commit()
     row = _table(to_csv(copy, "demo"))["partial"]
+    assert f"grader's comment on {cell}: see me about scale()" in row["notes"]
     assert (row["test_center_hidden"], row["test_scale"], row["needs_review"]) == ("1", "1", "no")
     assert "manual score 1/2 on test_center_hidden (set in Formgrader)" in row["notes"]
     # The answer's own error heads the notes (scale() is a stub); it is in the status box too.
@@ -533,6 +536,7 @@ def test_a_resubmission_drops_manual_scores_and_flags_what_needs_review(graded, 
     )
     assert "(autograded 0/1; flagged for the instructor's review)" in row["notes"]
     assert "needs review: test_scale" in row["notes"]
+    assert f"the grader's comment on {cell} about the earlier hand-in was removed" in row["notes"]
     assert review_summary(table).startswith(f"NEEDS REVIEW: 1 of {len(table)} students (partial)")
     assert all(r["needs_review"] in ("no", "") for r in table if r["student"] != "partial")
     assert write_feedback(copy, "demo").written == ["partial"]
