@@ -1,10 +1,12 @@
 """``normedu``: run a course end to end (also ``python -m normedu``).
 
     normedu release [A ...] [--check]      solutions/ -> exercises/ (or check they agree)
-    normedu collect A INBOX [--layout ...]   an LMS download -> submitted/<student>/A/
+    normedu collect A INBOX --lms canvas     an LMS download -> submitted/<student>/A/
     normedu autograde A [-j N] [--force]     grade every new or changed submission
     normedu feedback A                       feedback/<student>/A/A.html, hidden tests hidden
     normedu export A [-o grades.csv]         one row per student, one column per test cell
+    normedu export A --lms canvas -o F.csv   the scores in Canvas's gradebook-import format
+    normedu students list|remove|merge       the roster; remove or merge ids (logged)
     normedu grade-bench [A]                  time a synthetic cohort: 1 worker vs all cores
 
 Run from the course root (the folder with nbgrader_config.py) or pass --root.
@@ -60,17 +62,23 @@ def _cmd_collect(args) -> int:
         layout=args.layout,
         pattern=args.pattern,
         mapping=mapping,
+        lms=args.lms,
     )
     width = max([len(i.student) for i in items] + [7])
-    print(f"{'student':<{width}}  action     file / notes")
+    print(f"{'student':<{width}}  action     handed in (UTC)                 file / notes")
     for i in items:
         notes = f"  [{'; '.join(i.notes)}]" if i.notes else ""
-        print(f"{i.student:<{width}}  {i.action:<9}  {i.source}{notes}")
+        late = "LATE" if i.late else ""
+        when = f"{i.handed_in:<25} {late:<4}"
+        print(f"{i.student:<{width}}  {i.action:<9}  {when}  {i.source}{notes}")
     counts = Counter(i.action for i in items)
     print(f"{len(items)} students: " + ", ".join(f"{n} {a}" for a, n in sorted(counts.items())))
+    warnings = [w for i in items for w in i.warnings]
+    for line in warnings:
+        print(f"WARNING: {line}")
     for line in unplaced:
         print(f"NOT PLACED: {line}")
-    return 1 if unplaced else 0
+    return 1 if unplaced or warnings else 0
 
 
 def _cmd_autograde(args) -> int:
@@ -117,25 +125,70 @@ def _cmd_adjust(args) -> int:
 
 
 def _cmd_feedback(args) -> int:
-    from .course.feedback import feedback
+    from .course.feedback import write_feedback
 
     course = _course(args)
-    pages = feedback(course, args.assignment, students=args.student or None)
-    for student, page in sorted(pages.items()):
-        print(f"{student}: {page.relative_to(course.root)}")
-    print(f"{len(pages)} feedback pages")
+    report = write_feedback(course, args.assignment, students=args.student or None)
+    for student in report.written:
+        print(f"{student}: wrote {report.pages[student].relative_to(course.root)}")
+    unchanged = len(report.pages) - len(report.written)
+    print(
+        f"{len(report.pages)} feedback pages: {len(report.written)} written, {unchanged} unchanged"
+    )
     return 0
 
 
 def _cmd_export(args) -> int:
-    from .course.export import to_csv
+    from .course.export import review_summary, rows, to_csv
 
     course = _course(args)
-    text = to_csv(course, args.assignment, args.output)
+    text = to_csv(course, args.assignment, args.output, lms=args.lms, canvas_id=args.canvas_id)
     if args.output:
-        print(f"wrote {args.output} ({text.count(chr(10)) - 1} students)")
+        extra = 2 if args.lms else 1  # the header (and Canvas's Points Possible row)
+        print(f"wrote {args.output} ({text.count(chr(10)) - extra} students)")
     else:
         sys.stdout.write(text)
+    # The summary goes to stderr when the CSV goes to stdout: a redirected CSV stays clean.
+    summary = review_summary(rows(course, args.assignment)[1])
+    print(summary, file=sys.stdout if args.output else sys.stderr)
+    return 0
+
+
+def _cmd_students(args) -> int:
+    import json
+
+    from .course import students
+
+    course = _course(args)
+    if args.action == "list":
+        known = students.roster(course)
+        width = max([len(s) for s in known] + [7])
+        print(f"{'student':<{width}}  {'LMS id':<10}  name / assignments")
+        for s, info in sorted(known.items(), key=lambda kv: kv[0].casefold()):
+            where = ", ".join(info["assignments"])
+            print(f"{s:<{width}}  {info['lms_user_id']:<10}  {info['name']} / {where}")
+        for entry in students.history(course):
+            shown = {k: v for k, v in entry.items() if k != "collect_records"}
+            print(f"log: {json.dumps(shown, sort_keys=True)}")
+        return 0
+    if args.action == "remove":
+        if len(args.ids) != 1:
+            raise ValueError("usage: normedu students remove STUDENT [--assignment A]")
+        entry = students.remove(course, args.ids[0], args.assignment, args.reason)
+        print(
+            f"removed {entry['student']} from {', '.join(entry['assignments'])}; hand-ins kept "
+            f"in {entry['kept_in']}; logged in {students.log_path(course).relative_to(course.root)}"
+        )
+        return 0
+    if len(args.ids) != 2:
+        raise ValueError("usage: normedu students merge OLD NEW")
+    entry = students.merge(course, *args.ids, reason=args.reason)
+    kept = ", ".join(f"{a}: kept {who}'s hand-in" for a, who in entry["kept"].items())
+    print(
+        f"merged {entry['student']} into {entry['into']} ({kept}); the rest is in "
+        f"{entry['kept_in']}; logged in {students.log_path(course).relative_to(course.root)}. "
+        "Run `normedu autograde` to grade the merged submissions."
+    )
     return 0
 
 
@@ -198,8 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--pattern",
-        help="regex on the path relative to INBOX with a (?P<student>...) group, e.g. "
-        r"'^(?P<student>[^_]+)_\d+_' for Canvas downloads; overrides --layout",
+        help="regex on the path relative to INBOX with a (?P<student>...) group (and an "
+        "optional (?P<user_id>...) group), for an LMS without --lms, e.g. Moodle: "
+        r"'^(?P<student>[^_/]+)_(?P<user_id>\d+)_assignsubmission_file_/'; overrides --layout",
+    )
+    p.add_argument(
+        "--lms",
+        choices=("canvas",),
+        help="read the LMS's download names: canvas: <name>[_LATE]_<user id>_<submission id>_"
+        "<file> (keeps the late flag and user ID; the newest resubmission -1, -2 wins); "
+        "overrides --layout and --pattern",
     )
     p.add_argument(
         "--map",
@@ -271,7 +332,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="grades as CSV: status, tampered, score, one column per test")
     p.add_argument("assignment", metavar="ASSIGNMENT")
     p.add_argument("-o", "--output", help="CSV file (default: standard output)")
+    p.add_argument(
+        "--lms",
+        choices=("canvas",),
+        help="canvas: Canvas's gradebook-import CSV (Student, ID, SIS User ID, SIS Login ID, "
+        "Section, then the assignment's total score), matched on the Canvas user ID",
+    )
+    p.add_argument(
+        "--canvas-id",
+        metavar="ID",
+        help="the Canvas assignment's id (from its URL .../assignments/ID): the column is then "
+        "'ASSIGNMENT (ID)' and fills that assignment; without it Canvas creates a new one",
+    )
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser(
+        "students",
+        help="list the roster; remove or merge student ids (logged in .normedu/students.log)",
+        description="list: every student id, name, LMS id and assignments, then the log. "
+        "remove STUDENT: take an id out of every stage (hand-ins moved to .normedu/removed/). "
+        "merge OLD NEW: OLD's hand-ins become NEW's (the later hand-in wins where both handed "
+        "in), OLD is removed. Both are logged in .normedu/students.log.",
+    )
+    p.add_argument("action", choices=("list", "remove", "merge"))
+    p.add_argument("ids", nargs="*", metavar="STUDENT")
+    p.add_argument("--assignment", help="remove: only from this assignment")
+    p.add_argument("--reason", default="", help="why (kept in the log)")
+    p.set_defaults(func=_cmd_students)
 
     p = sub.add_parser(
         "grade-bench",

@@ -474,3 +474,81 @@ def test_adjust_overrides_a_score_with_a_reason_like_formgrader(graded, tmp_path
     assert table["stub"]["score"] == "1" and table["stub"]["test_center"] == "1"
     # The original course is untouched.
     assert graded.table["partial"]["score"] == "3"
+
+
+def test_a_resubmission_drops_manual_scores_and_flags_what_needs_review(graded, tmp_path):
+    """Issue 36: a Formgrader score set on the old file must not stick to a resubmission.
+    Graders gave ``partial`` 1/2 on the hidden test (autograde: 2) and 1/1 on test_scale
+    (autograde: 0, scale() is a stub). The same answers handed in again (a new file): both
+    manual scores go; the hidden test shows its automatic 2, and test_scale, whose automatic
+    score is below the dropped manual one, is flagged for review until a grader decides.
+    Feedback then rewrites only that student's page."""
+    from nbgrader.api import Gradebook
+
+    from normedu.course.adjust import adjust
+    from normedu.course.export import review_summary, rows
+    from normedu.course.feedback import write_feedback
+
+    copy = Course(root=tmp_path / "course")
+    shutil.copytree(graded.course.root, copy.root)
+    write_feedback(copy, "demo")
+    assert write_feedback(copy, "demo").written == []  # nothing changed: nothing written
+    with Gradebook(copy.db_url) as gb:  # Formgrader's manual grading, as it stores it
+        for test in ("test_center_hidden", "test_scale"):
+            gb.find_grade(test, "demo", "demo", "partial").manual_score = 1.0
+        comment = gb.find_submission("demo", "partial").notebooks[0].comments[0]
+        comment.manual_comment, cell = "see me about scale()", comment.name
+        gb.db.commit()
+    row = _table(to_csv(copy, "demo"))["partial"]
+    assert f"grader's comment on {cell}: see me about scale()" in row["notes"]
+    assert (row["test_center_hidden"], row["test_scale"], row["needs_review"]) == ("1", "1", "no")
+    assert "manual score 1/2 on test_center_hidden (set in Formgrader)" in row["notes"]
+    # The answer's own error heads the notes (scale() is a stub); it is in the status box too.
+    assert row["notes"].startswith("NotImplementedError in `scale`"), row["notes"]
+    assert (
+        "NotImplementedError in <code>scale</code>"
+        in (copy.feedback_dir("partial", "demo") / "demo.html").read_text()
+    )
+    assert "failed:" not in graded.table["stub"]["notes"]  # not attempted: no list
+
+    nb = nbformat.read(graded.inbox / "partial.ipynb", as_version=4)
+    nb.metadata["resubmitted"] = True
+    (tmp_path / "late").mkdir()
+    # Handed in late on Canvas, uploaded twice (Canvas's -1 suffix), at 2026-03-02 11:30 UTC.
+    late = tmp_path / "late" / "partial_LATE_34567_90999_demo-1.ipynb"
+    write_submission(late, nb)
+    os.utime(late, (1772451000, 1772451000))
+    (item,), _ = collect(copy, "demo", tmp_path / "late", lms="canvas")
+    assert item.action == "updated" and item.late and item.lms_user_id == "34567"
+    report = autograde(copy, "demo", jobs=1, cell_timeout=CELL_S, wall_timeout=60)
+    assert report.graded == ["partial"] and report.errors == []
+    table = rows(copy, "demo")[1]
+    row = next(r for r in table if r["student"] == "partial")
+    assert (row["test_center_hidden"], row["test_scale"], row["score"]) == ("2", "0", "3")
+    assert row["needs_review"] == "yes", row
+    assert (row["late"], row["handed_in"]) == ("yes", "2026-03-02T11:30:00+00:00")
+    with pytest.raises(ValueError, match="no Canvas user ID for") as info:
+        to_csv(copy, "demo", lms="canvas")  # only partial came through Canvas
+    assert "'ok'" in str(info.value) and "'partial'" not in str(info.value)
+    assert (
+        "1/2 on test_center_hidden, given to the earlier hand-in, no longer applies "
+        in (row["notes"])
+    )
+    assert "(autograded 0/1; flagged for the instructor's review)" in row["notes"]
+    assert "needs review: test_scale" in row["notes"]
+    assert f"the grader's comment on {cell} about the earlier hand-in was removed" in row["notes"]
+    assert review_summary(table).startswith(f"NEEDS REVIEW: 1 of {len(table)} students (partial)")
+    assert all(r["needs_review"] in ("no", "") for r in table if r["student"] != "partial")
+    assert write_feedback(copy, "demo").written == ["partial"]
+    # Formgrader's "Generate Feedback" button (nbgrader's API) makes the same page.
+    page = copy.feedback_dir("partial", "demo") / "demo.html"
+    ours = page.read_text()
+    assert "Status:</b> failed tests" in ours and "white-space: pre-wrap" in ours
+    shutil.rmtree(page.parent)
+    result = copy.api().generate_feedback("demo", "partial")
+    assert result["success"], result.get("log")
+    assert page.read_text() == ours
+    adjust(copy, "demo", "partial", "test_scale", 0, "reviewed: scale() is still a stub")
+    row = _table(to_csv(copy, "demo"))["partial"]
+    assert row["needs_review"] == "no" and row["score"] == "3"
+    assert "NEEDS REVIEW" not in review_summary(rows(copy, "demo")[1])

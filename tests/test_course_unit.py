@@ -432,7 +432,8 @@ def test_kill_descendants_reaps_a_process_tree():
 
 # -- CLI -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "command", ["release", "collect", "autograde", "feedback", "export", "adjust", "grade-bench"]
+    "command",
+    ["release", "collect", "autograde", "feedback", "export", "adjust", "students", "grade-bench"],
 )
 def test_cli_help(command, capsys):
     from normedu.cli import main

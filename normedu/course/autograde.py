@@ -56,6 +56,7 @@ from .collect import load_collect_record
 from .config import Course, ensure_alembic, silence_nbgrader_warnings, student_sort_key
 from .pool import Job, Pool
 from .release import register
+from .students import sync_names
 
 #: Defaults for the limits. The memory cap is on the kernel's address space: a one-thread
 #: kernel that imports torch peaked at about 0.6 GiB here, so 4 GiB leaves room to spare.
@@ -151,8 +152,12 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
         status = st.FAILED if failed else st.PASSED
         if failed and job.untouched and not result.get("timed_out"):
             status = st.NOT_ATTEMPTED
-        if failed:
+        # A blank sheet fails every test: "not attempted" says it all.
+        if failed and status != st.NOT_ATTEMPTED:
             notes.append("failed: " + ", ".join(failed))
+    if status in (st.FAILED, st.TIMED_OUT):
+        # What went wrong in the student's own code, first: it is the first thing to read.
+        notes[:0] = _answer_errors(course, assignment, job.student)
     return st.Verdict(
         job.student,
         assignment,
@@ -163,6 +168,46 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
         seconds=float(result.get("wall_s", 0.0)),
         sandbox=report.sandbox if result.get("landlock") else sandbox_description("off"),
     )
+
+
+def _answer_errors(course: Course, assignment: str, student: str) -> list[str]:
+    """Syntax errors and exceptions in the student's functions (:mod:`.diagnose`), read from
+    the notebook nbgrader autograded; none when it cannot be read."""
+    import nbformat
+
+    from .diagnose import answer_errors
+
+    (notebook,) = course.notebooks(assignment)[:1]
+    path = course.autograded_dir(student, assignment) / f"{notebook}.ipynb"
+    try:
+        return answer_errors(nbformat.read(path, as_version=4))
+    except Exception:  # a missing or unreadable notebook: the other notes say why
+        return []
+
+
+def _resubmitted(course: Course, assignment: str, verdict: st.Verdict, dropped: list[dict]):
+    """Notes on the manual scores and comments that a changed hand-in dropped; a test whose
+    new automatic score is below the dropped manual one is flagged for review."""
+    now = {g: (s, m) for g, s, m in gradebook.scores(course, assignment, verdict.student) or []}
+    review = []
+    for d in dropped:
+        if "comment" in d:
+            verdict.notes.append(
+                f"resubmitted: the grader's comment on {d['comment']} about the earlier hand-in "
+                "was removed"
+            )
+            continue
+        score = now.get(d["test"], (0.0, d["max"]))[0]
+        line = (
+            f"resubmitted: the manual score {d['manual']:g}/{d['max']:g} on {d['test']}, given "
+            f"to the earlier hand-in, no longer applies (autograded {score:g}/{d['max']:g}"
+        )
+        if score < d["manual"] and d["test"] in now:
+            review.append(d["test"])
+            line += "; flagged for the instructor's review"
+        verdict.notes.append(line + ")")
+    if review:
+        gradebook.flag_for_review(course, assignment, verdict.student, review)
 
 
 #: Heavy modules a kernel's zygote may import ahead when the assignment's notebook uses them,
@@ -278,6 +323,8 @@ class _Stages:
         self.expected = expected_cells(course.db_url, assignment, notebook)
         self.others = gradebook.other_assignments(course, assignment)
         self.collected = load_collect_record(course, assignment)
+        #: manual scores and comments dropped because the student's file changed
+        self.dropped: dict[str, list[dict]] = {}
         self.executed_root = run.base / "executed"
         #: The kernel fields of every job: the workers start their first kernel from them.
         self.kernel = {
@@ -295,6 +342,11 @@ class _Stages:
 
         run, course, notebook = self.run, self.run.course, self.run.notebook
         notes = list(self.collected.get(student, {}).get("notes", []))
+        previous = st.load(course, run.assignment, student)
+        if previous is not None and previous.sha256 != sha:
+            # A new file: a grader's manual scores were about the old one (nbgrader would
+            # keep them over the new automatic scores).
+            self.dropped[student] = gradebook.drop_manual(course, run.assignment, student)
         status = st.UNGRADABLE
         if not path.exists():
             nb, problem = None, f"no {notebook}.ipynb in the submission"
@@ -346,7 +398,17 @@ class _Stages:
                 log = outcome.get("log", "")[-4000:]
                 report.errors.append(f"nbgrader autograde reported errors:\n{log}")
         for job, result in batch:
-            report.verdicts[job.student] = _verdict(run.course, run.assignment, job, result, report)
+            verdict = _verdict(run.course, run.assignment, job, result, report)
+            previous = st.load(run.course, run.assignment, job.student)
+            if previous is not None and previous.sha256 == job.sha256:
+                # Re-graded, same file: its manual scores still apply (nbgrader kept them
+                # and flagged them for review): keep their reasons, clear the flags.
+                verdict.adjustments = previous.adjustments
+                if st.kind(verdict.status) not in st.NOT_RUN:
+                    gradebook.keep_manual(run.course, run.assignment, job.student)
+            if self.dropped.get(job.student) and st.kind(verdict.status) not in st.NOT_RUN:
+                _resubmitted(run.course, run.assignment, verdict, self.dropped[job.student])
+            report.verdicts[job.student] = verdict
         report.record_seconds += time.perf_counter() - t_record
 
 
@@ -384,6 +446,7 @@ def _grade(run: _Run, everyone: list[str]) -> AutogradeReport:
             if finished:
                 stages.record(finished)
                 finished = []
+        sync_names(run.course)
         gradebook.install(run.course.db_path, run.real_course.db_path)
         for verdict in report.verdicts.values():
             st.save(run.real_course, verdict)

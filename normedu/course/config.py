@@ -152,6 +152,9 @@ class Course:
         # Feedback never shows hidden tests, nor tracebacks through the grading code: the
         # first step shortens error outputs, ClearHiddenTests removes the hidden regions.
         c.GenerateFeedback.preprocessors = list(FEEDBACK_PREPROCESSORS)
+        # ... and Formgrader's "Generate Feedback" (and stock `nbgrader generate_feedback`)
+        # finish each page as `normedu feedback` does: status box, offline math.
+        c.GenerateFeedback.post_convert_hook = FEEDBACK_HOOK
         for section, values in sections.items():
             for key, value in values.items():
                 setattr(c[section], key, value)
@@ -179,6 +182,10 @@ FEEDBACK_PREPROCESSORS = (
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 )
+
+
+#: Run by nbgrader after each student's feedback pages (an import path: stays light).
+FEEDBACK_HOOK = "normedu.course.feedback.formgrader_hook"
 
 
 def find_root(start: Path) -> Path:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import html
 import re
 import shutil
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import status as st
@@ -76,8 +78,14 @@ WRAP_STYLE = (
 )
 
 
+def _note_html(note: str) -> str:
+    """A note, with `code` spans shown as code and the answer's own errors in bold."""
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(note))
+    return f"<b>{text}</b>" if "<code>" in text and " in <code>" in text else text
+
+
 def _banner(verdict: st.Verdict) -> str:
-    items = "".join(f"<li>{html.escape(n)}</li>" for n in verdict.notes)
+    items = "".join(f"<li>{_note_html(n)}</li>" for n in verdict.notes)
     tampered = (
         "<p><b>Test cells were changed or deleted</b>: the originals were graded.</p>"
         if verdict.tampered
@@ -88,6 +96,35 @@ def _banner(verdict: st.Verdict) -> str:
         f"<p><b>Status:</b> {html.escape(verdict.status)}</p>{tampered}"
         f"{'<ul>' + items + '</ul>' if items else ''}</div>"
     )
+
+
+def _finish(course: Course, text: str, verdict: st.Verdict | None, labels: dict) -> str:
+    """nbgrader's feedback page made normedu's: offline math, named tests, wrapped output
+    lines and the status box (none without a verdict: a page of a stock nbgrader grade)."""
+    text = _name_tests(_offline_math(text, course), labels)
+    text = text.replace("</head>", WRAP_STYLE + "</head>", 1)
+    head, sep, tail = text.partition("<body")
+    if sep and verdict is not None:
+        close = tail.index(">") + 1
+        text = head + sep + tail[:close] + _banner(verdict) + tail[close:]
+    return text
+
+
+def formgrader_hook(assignment: str, student: str, notebooks: list[str]) -> None:
+    """nbgrader's ``GenerateFeedback.post_convert_hook`` (set in the course configuration):
+    Formgrader's *Generate Feedback* button and stock ``nbgrader generate_feedback`` then
+    finish each page as ``normedu feedback`` does (status box, offline math, named tests)
+    instead of leaving nbgrader's bare page. nbgrader calls it once per student, from the
+    course root, with the autograded notebooks (``autograded/<student>/<a>/<nb>.ipynb``)."""
+    course = Course.at(Path.cwd())
+    for source in map(Path, notebooks):
+        who, which = source.parent.parent.name, source.parent.name
+        page = course.feedback_dir(who, which) / f"{source.stem}.html"
+        if not page.exists() or WRAP_STYLE in page.read_text():
+            continue  # not written by this run, or already finished
+        verdict = st.load(course, which, who)
+        labels = _test_labels(course, which, source.stem)
+        page.write_text(_finish(course, page.read_text(), verdict, labels))
 
 
 def _ungradable_page(verdict: st.Verdict, assignment: str) -> str:
@@ -101,12 +138,55 @@ def _ungradable_page(verdict: st.Verdict, assignment: str) -> str:
     )
 
 
+@dataclass
+class FeedbackReport:
+    """``pages``: ``{student: page}`` of every graded student asked for; ``written``: the
+    students whose page changed and was written (the others were left as they were)."""
+
+    pages: dict[str, Path] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+
+
 def feedback(course: Course, assignment: str, students: list[str] | None = None) -> dict[str, Path]:
     """Write ``feedback/<student>/<a>/<nb>.html`` for every graded student (or ``students``).
-    Returns ``{student: page}``."""
+    Returns ``{student: page}``; see :func:`write_feedback`."""
+    return write_feedback(course, assignment, students).pages
+
+
+def _render(course: Course, assignment: str, runnable: list[str], scratch: Path) -> None:
+    """nbgrader's ``generate_feedback`` of ``runnable`` into the folder ``scratch``."""
     from nbgrader.converters import GenerateFeedback
     from nbgrader.utils import capture_log, temp_attrs
 
+    everyone = {p.name for p in (course.root / course.autograded).iterdir() if p.is_dir()}
+    # The course configuration's feedback steps (hidden tests and grading-code tracebacks
+    # removed): the same as stock `nbgrader generate_feedback` from the course root.
+    # nbgrader joins folders with os.path.join: an absolute feedback folder wins.
+    # Without the course's post-convert hook: the pages are finished below, once.
+    api = course.api(
+        HTMLExporter={"template_name": "feedback"}, GenerateFeedback={"post_convert_hook": None}
+    )
+    exclude = ",".join(sorted(everyone - set(runnable)))
+    with temp_attrs(
+        api.coursedir,
+        assignment_id=assignment,
+        student_id="*",
+        student_id_exclude=exclude,
+        feedback_directory=str(scratch),
+    ):
+        app = GenerateFeedback(coursedir=api.coursedir, parent=api)
+        app.force = True
+        result = capture_log(app)
+    if not result.get("success"):
+        raise RuntimeError(f"nbgrader generate_feedback failed:\n{result.get('log', '')[-4000:]}")
+
+
+def write_feedback(
+    course: Course, assignment: str, students: list[str] | None = None
+) -> FeedbackReport:
+    """Render the feedback of every graded student (or ``students``) and write the pages
+    whose content changed: after one student's re-grade, only their page is rewritten (the
+    others keep their files, and their modification times)."""
     silence_nbgrader_warnings()
     ensure_alembic()
     (notebook,) = course.notebooks(assignment)[:1]
@@ -117,38 +197,24 @@ def feedback(course: Course, assignment: str, students: list[str] | None = None)
             raise ValueError(f"no graded submission of {assignment!r} for {unknown}")
         verdicts = {s: v for s, v in verdicts.items() if s in set(students)}
     runnable = sorted(s for s, v in verdicts.items() if st.kind(v.status) not in st.NOT_RUN)
-    pages: dict[str, Path] = {}
+    report = FeedbackReport()
     labels = _test_labels(course, assignment, notebook) if runnable else {}
-    if runnable:
-        everyone = {p.name for p in (course.root / course.autograded).iterdir() if p.is_dir()}
-        # The course configuration's feedback steps (hidden tests and grading-code tracebacks
-        # removed): the same as stock `nbgrader generate_feedback` from the course root.
-        api = course.api(HTMLExporter={"template_name": "feedback"})
-        exclude = ",".join(sorted(everyone - set(runnable)))
-        with temp_attrs(
-            api.coursedir, assignment_id=assignment, student_id="*", student_id_exclude=exclude
-        ):
-            app = GenerateFeedback(coursedir=api.coursedir, parent=api)
-            app.force = True
-            result = capture_log(app)
-        if not result.get("success"):
-            raise RuntimeError(
-                f"nbgrader generate_feedback failed:\n{result.get('log', '')[-4000:]}"
-            )
-    for student, verdict in sorted(verdicts.items()):
-        page = course.feedback_dir(student, assignment) / f"{notebook}.html"
-        if st.kind(verdict.status) in st.NOT_RUN:
-            page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(_ungradable_page(verdict, assignment))
-        elif page.exists():
-            text = _name_tests(_offline_math(page.read_text(), course), labels)
-            text = text.replace("</head>", WRAP_STYLE + "</head>", 1)
-            head, sep, tail = text.partition("<body")
-            if sep:
-                close = tail.index(">") + 1
-                text = head + sep + tail[:close] + _banner(verdict) + tail[close:]
-            page.write_text(text)
-        else:
-            continue
-        pages[student] = page
-    return pages
+    with tempfile.TemporaryDirectory(prefix="normedu-feedback-") as tmp:
+        scratch = Path(tmp)
+        if runnable:
+            _render(course, assignment, runnable, scratch)
+        for student, verdict in sorted(verdicts.items()):
+            page = course.feedback_dir(student, assignment) / f"{notebook}.html"
+            rendered = scratch / student / assignment / f"{notebook}.html"
+            if st.kind(verdict.status) in st.NOT_RUN:
+                text = _ungradable_page(verdict, assignment)
+            elif rendered.exists():
+                text = _finish(course, rendered.read_text(), verdict, labels)
+            else:
+                continue
+            if not page.exists() or page.read_text() != text:
+                page.parent.mkdir(parents=True, exist_ok=True)
+                page.write_text(text)
+                report.written.append(student)
+            report.pages[student] = page
+    return report

@@ -56,6 +56,69 @@ def scores(course: Course, assignment: str, student: str) -> list[tuple[str, flo
         return rows
 
 
+def drop_manual(course: Course, assignment: str, student: str) -> list[dict]:
+    """Clear the manual scores and comments of ``student``'s recorded submission: its file
+    changed, so what a grader decided about the earlier file no longer applies (nbgrader
+    would keep a manual score over a new automatic one). Returns what was cleared:
+    ``[{"test", "manual", "max"}]`` for scores, ``{"comment", "text"}`` for comments."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    dropped: list[dict] = []
+    with Gradebook(course.db_url) as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return dropped
+        for nb in sub.notebooks:
+            for grade in nb.grades:
+                if grade.manual_score is not None:
+                    dropped.append(
+                        {
+                            "test": grade.name,
+                            "manual": float(grade.manual_score),
+                            "max": float(grade.max_score),
+                        }
+                    )
+                    grade.manual_score = None
+                    grade.needs_manual_grade = False
+            for comment in nb.comments:
+                if comment.manual_comment:
+                    dropped.append({"comment": comment.name, "text": comment.manual_comment})
+                    comment.manual_comment = None
+        if dropped:
+            gb.db.commit()
+    return dropped
+
+
+def keep_manual(course: Course, assignment: str, student: str) -> None:
+    """After re-grading the SAME file: its manual scores still apply, so clear the review
+    flag nbgrader sets on every cell with a manual score when it re-grades."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(course.db_url) as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return
+        for nb in sub.notebooks:
+            for grade in nb.grades:
+                if grade.manual_score is not None and grade.auto_score is not None:
+                    grade.needs_manual_grade = False
+        gb.db.commit()
+
+
+def flag_for_review(course: Course, assignment: str, student: str, tests: list[str]) -> None:
+    """Mark test cells as needing manual grading (nbgrader's flag: Formgrader shows it, and
+    setting a score there or with ``normedu adjust`` clears it)."""
+    from nbgrader.api import Gradebook
+
+    (notebook,) = course.notebooks(assignment)[:1]
+    with Gradebook(course.db_url) as gb:
+        for test in tests:
+            gb.find_grade(test, notebook, assignment, student).needs_manual_grade = True
+        gb.db.commit()
+
+
 def lock(course: Course):
     """An exclusive lock on the course's grading state; ValueError if another run holds it."""
     import fcntl
