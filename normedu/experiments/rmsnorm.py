@@ -270,15 +270,16 @@ def speed_run(progress: bool = True):
 
     Cached (via :func:`normedu.bench.run_cached`) so the chapter and its claims share it.
     """
-    from ..bench import run_cached
+    from ..bench import PRESETS, Selection, run_cached
 
     return run_cached(
-        shapes=list(SPEED_SHAPES),
-        ops=("layernorm", "rmsnorm"),
-        impls=("eager", "textbook", "compiled"),
-        passes=("fwd",),
-        dtypes=("float32",),
-        preset="quick",
+        PRESETS["quick"].override(shapes=SPEED_SHAPES),
+        Selection(
+            ops=("layernorm", "rmsnorm"),
+            impls=("eager", "textbook", "compiled"),
+            passes=("fwd",),
+            dtypes=("float32",),
+        ),
         progress=progress,
     )
 
