@@ -22,7 +22,7 @@ from ..device import choose, pick_device
 from ..mlp import deep_mlp
 from ..nn import BatchNorm1d, LayerNorm
 from ..training import accuracy, train_epoch
-from . import scale_experiment
+from .scale import scale_experiment
 
 __all__ = [
     "SweepSize",

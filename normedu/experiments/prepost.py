@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..device import choose, pick_device, preset_name
-from . import scale_experiment, threads
+from .scale import scale_experiment, threads
 
 __all__ = [
     "PrePostSize",

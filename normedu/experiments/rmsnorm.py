@@ -212,7 +212,7 @@ def _time_partial(x: np.ndarray, ps) -> np.ndarray:
     import torch
 
     from ..timing import Timer, inner_for, interleaved
-    from . import threads
+    from .scale import threads
 
     xt = torch.from_numpy(x)
     timer = Timer("cpu")
@@ -433,7 +433,7 @@ def recentre_ablation(size: AblationSize = ABLATION) -> AblationResult:
     """
     from ..data import digits
     from ..training import accuracy, adam, train_epoch
-    from . import threads
+    from .scale import threads
 
     data = digits()
     acc: dict[float, dict[str, list[float]]] = {}
