@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..ledger import Claim, claims_for, measured_on, verdict_within
+from ..claim import Claim, claims_for, measured_on, verdict_within
 
 CH = "drift"
 #: Claims this course states itself (no paper behind them) are attributed to the chapter.

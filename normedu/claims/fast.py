@@ -9,7 +9,7 @@ costs nothing when the page has already run in the same kernel.
 
 from __future__ import annotations
 
-from ..ledger import Claim, cite, claims_for
+from ..claim import Claim, cite, claims_for
 
 CHAPTER = "fast"
 #: NVIDIA H200 memory bandwidth (NVIDIA H200 Tensor Core GPU datasheet, 2024): 4.8 TB/s.

@@ -3,7 +3,7 @@ stored batch-size sweep (no new training run)."""
 
 from __future__ import annotations
 
-from ..ledger import Claim, claims_for
+from ..claim import Claim, claims_for
 
 CH = "groupnorm"
 WU_HE = "Wu & He, 'Group Normalization', ECCV 2018"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ledger import Claim, claims_for
+from ..claim import Claim, claims_for
 
 CHAPTER = "jacobian"
 ARTICLE = "this course, chapter 'Gradient flow and the LayerNorm Jacobian'"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ledger import Claim, claims_for, measured_on
+from ..claim import Claim, claims_for, measured_on
 
 CH = "layernorm"
 #: Claims this course states itself (no paper behind them) are attributed to the chapter.

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..ledger import Claim, cite, claims_for
+from ..claim import Claim, cite, claims_for
 
 CHAPTER = "prepost"
 #: A claim this course states without a primary source is attributed to its chapter.

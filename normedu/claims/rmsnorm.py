@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..ledger import Claim, cite, claims_for
+from ..claim import Claim, cite, claims_for
 
 CHAPTER = "rmsnorm"
 #: A claim this course states without a primary source is attributed to its chapter.

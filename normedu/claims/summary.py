@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..ledger import Claim, claims_for
+from ..claim import Claim, claims_for
 
 CHAPTER = "summary"
 #: The comparison is this course's own summary: the ledger attributes it to the summary page.
