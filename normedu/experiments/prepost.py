@@ -432,11 +432,6 @@ def stored_run(preset: str) -> dict[str, Any]:
     }
 
 
-def size_for(preset: str | None = None) -> PrePostSize:
-    """The size a run would use now (NORMEDU_PRESET or the device)."""
-    return SIZES[preset] if preset else choose(SIZES)
-
-
 # --------------------------------------------------------------------------- paper-width check
 
 
