@@ -9,7 +9,7 @@ imports the other back, so the ledger can import the checks without an import ci
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "is_cited",
     "measured_on",
     "verdict",
+    "verdict_by_parts",
     "verdict_within",
 ]
 
@@ -89,9 +90,21 @@ def is_cited(source: str) -> bool:
     return "{cite" in source
 
 
-def verdict(ok: bool) -> str:
-    """``"confirmed"`` if the measurement agrees with the claim, else ``"not reproduced"``."""
-    return "confirmed" if ok else "not reproduced"
+def verdict(ok: bool, otherwise: str = "not reproduced") -> str:
+    """``"confirmed"`` if the measurement agrees with the claim, else ``otherwise``
+    (``"not reproduced"``; ``"depends"`` for a claim that holds only under some conditions)."""
+    if otherwise not in VERDICTS:
+        raise ValueError(f"otherwise must be one of {VERDICTS}, got {otherwise!r}")
+    return "confirmed" if ok else otherwise
+
+
+def verdict_by_parts(agreements: Iterable[bool]) -> str:
+    """For a claim measured in parts (depths, activations, models): ``"confirmed"`` when every
+    part agrees with it, ``"not reproduced"`` when none does, ``"depends"`` otherwise."""
+    agreements = list(agreements)
+    if all(agreements) or not any(agreements):
+        return verdict(all(agreements))
+    return "depends"
 
 
 def verdict_within(measured: float, expected: float, rtol: float) -> str:

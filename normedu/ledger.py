@@ -47,6 +47,7 @@ from .claim import (
     is_cited,
     measured_on,
     verdict,
+    verdict_by_parts,
     verdict_within,
 )
 from .paths import course_root, require_root
@@ -71,6 +72,7 @@ __all__ = [
     "summary",
     "to_markdown",
     "verdict",
+    "verdict_by_parts",
     "verdict_within",
 ]
 
