@@ -32,13 +32,49 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
+# The claim record and the checks' registry live one level down, in normedu/claim.py, so that
+# the checks import them from there and this module can import the checks (registered());
+# they are re-exported here, where the book and the tests have always found them.
+from .claim import CHECKS as _CHECKS
+from .claim import (
+    VERDICTS,
+    Claim,
+    cite,
+    claims_for,
+    is_cited,
+    measured_on,
+    verdict,
+    verdict_by_parts,
+    verdict_within,
+)
 from .paths import course_root, require_root
 
-VERDICTS = ("confirmed", "depends", "not reproduced", "cited")
+__all__ = [
+    "VERDICTS",
+    "Claim",
+    "bib_entries",
+    "bibliography",
+    "check",
+    "cite",
+    "claims_for",
+    "collect",
+    "is_cited",
+    "ledger_dir",
+    "link_author_year",
+    "load",
+    "measured_on",
+    "record",
+    "registered",
+    "source_markdown",
+    "summary",
+    "to_markdown",
+    "verdict",
+    "verdict_by_parts",
+    "verdict_within",
+]
 
 
 def ledger_dir() -> Path:
@@ -46,68 +82,6 @@ def ledger_dir() -> Path:
     if os.environ.get("NORMEDU_LEDGER_DIR"):
         return Path(os.environ["NORMEDU_LEDGER_DIR"])
     return require_root("the claims ledger") / "_build" / "ledger"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One checked claim.
-
-    - id: stable identifier, e.g. ``"drift.1.05^50"``.
-    - chapter: the page that checks it (its docname, e.g. ``"drift"``).
-    - claim: the claim as the source states it, in our words.
-    - source: where it comes from: :func:`cite` of the published work (MyST) or "Surname et
-      al., YEAR"; "this course, ..." for a claim only this course makes (see
-      :func:`source_markdown`).
-    - measured: what this book measured, with units.
-    - verdict: one of :data:`VERDICTS`.
-    - device: where it was measured ("exact arithmetic" for pure math).
-    - note: optional caveat.
-    """
-
-    id: str
-    chapter: str
-    claim: str
-    source: str
-    measured: str
-    verdict: str
-    device: str = "exact arithmetic"
-    note: str = ""
-    extra: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(
-                f"verdict must be one of {VERDICTS}, got {self.verdict!r} for claim {self.id!r}"
-            )
-        for name in ("id", "chapter", "claim", "source", "measured"):
-            if not str(getattr(self, name)).strip():
-                raise ValueError(f"claim {self.id!r}: field {name!r} must not be empty")
-
-
-def measured_on() -> str:
-    """Where this process measures, for a claim's ``device`` field: the device and how large
-    the experiments ran (the laptop sizes on a CPU, the full sizes on a GPU)."""
-    from .device import preset_name
-    from .provenance import device_name
-
-    size = "full-size run" if preset_name() == "cuda" else "laptop-size run"
-    return f"{device_name()} ({size})"
-
-
-def cite(*keys: str, where: str = "") -> str:
-    """A claim's source from ``book/references.bib``: ``cite("ba2016layer", where="§5")``.
-
-    Returns MyST (``{cite}`ba2016layer`, §5``) that the book renders as a link to the entry on
-    the References page.
-    """
-    if not keys:
-        raise ValueError("cite() needs at least one bibliography key")
-    return "{cite}`" + ",".join(keys) + "`" + (f", {where}" if where else "")
-
-
-def is_cited(source: str) -> bool:
-    """True when ``source`` cites a published work (a ``{cite}`` role of :func:`cite`)."""
-    return "{cite" in source
 
 
 def bibliography() -> Path | None:
@@ -227,11 +201,6 @@ def source_markdown(claim: Claim) -> str:
     return link_author_year(claim.source)
 
 
-def verdict_within(measured: float, expected: float, rtol: float) -> str:
-    """``"confirmed"`` if ``measured`` is within relative tolerance ``rtol`` of ``expected``."""
-    return "confirmed" if abs(measured - expected) <= rtol * abs(expected) else "not reproduced"
-
-
 def record(*claims: Claim, directory: Path | None = None) -> list[Claim]:
     """Store the claims of each chapter among ``claims``, replacing that chapter's records.
 
@@ -296,18 +265,6 @@ def summary(claims: list[Claim]) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------- registry
-
-_CHECKS: dict[str, Callable[[], list[Claim]]] = {}
-
-
-def claims_for(chapter: str):
-    """Register the decorated zero-argument function as the claim checks of ``chapter``."""
-
-    def register(fn: Callable[[], list[Claim]]):
-        _CHECKS[chapter] = fn
-        return fn
-
-    return register
 
 
 def registered() -> list[str]:

@@ -19,7 +19,7 @@ is called inside the block.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +32,6 @@ __all__ = [
     "StatsRecorder",
     "saturation",
     "histogram",
-    "param_grad_stats",
 ]
 
 #: Module types recorded by default: the non-linearities, whose outputs are "the activations".
@@ -241,34 +240,3 @@ class StatsRecorder:
             "grad_norm",
         )
         return [{k: getattr(s, k) for k in keys} for s in self.records]
-
-
-def param_grad_stats(
-    model: nn.Module, params: Iterable[tuple[str, nn.Parameter]] | None = None, lr: float = 1.0
-) -> list[dict]:
-    """Per-parameter gradient statistics after ``backward`` (Karpathy's weight-gradient view).
-
-    For each parameter with ``ndim == 2`` (weight matrices) that has a gradient, returns a dict
-    with ``name``, ``shape``, ``data_std``, ``grad_std``, ``grad_norm``, ``grad_to_data``
-    (= grad_std / data_std) and ``update_to_data`` (= lr * grad_std / data_std, the size of one
-    SGD update relative to the weights; about 1e-3 is the usual healthy value).
-    """
-    items = list(params) if params is not None else list(model.named_parameters())
-    out = []
-    for name, p in items:
-        if p.grad is None or p.ndim != 2:
-            continue
-        d = float(p.detach().float().std())
-        g = float(p.grad.detach().float().std())
-        out.append(
-            {
-                "name": name,
-                "shape": tuple(p.shape),
-                "data_std": d,
-                "grad_std": g,
-                "grad_norm": float(p.grad.detach().float().norm()),
-                "grad_to_data": g / d if d > 0 else float("inf"),
-                "update_to_data": lr * g / d if d > 0 else float("inf"),
-            }
-        )
-    return out

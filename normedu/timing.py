@@ -25,7 +25,6 @@ Rules, and why:
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -36,7 +35,6 @@ __all__ = [
     "inner_for",
     "rounds_within",
     "interleaved",
-    "best_and_median",
 ]
 
 #: CPU variants faster than this get an untimed call before each timed one.
@@ -138,8 +136,3 @@ def interleaved(
             if on_call is not None:
                 on_call()
     return samples
-
-
-def best_and_median(samples: Sequence[float]) -> tuple[float, float]:
-    """``(fastest, median)`` of one variant's samples."""
-    return min(samples), statistics.median(samples)

@@ -16,7 +16,14 @@ import pytest
 import torch
 
 from normedu import bench, results
-from normedu.bench import BenchResult, floor_seconds, ideal_bytes, run_benchmark
+from normedu.bench import (
+    PRESETS,
+    BenchResult,
+    Selection,
+    floor_seconds,
+    ideal_bytes,
+    run_benchmark,
+)
 from normedu.plots.bench import bench_figure, headline_shape, time_figure
 
 SHAPES = [(16, 32), (8, 64)]
@@ -25,12 +32,12 @@ SHAPES = [(16, 32), (8, 64)]
 @pytest.fixture(scope="module")
 def res() -> BenchResult:
     return run_benchmark(
-        shapes=SHAPES,
-        impls=("eager", "textbook", "numpy"),
-        passes=("fwd", "fwdbwd"),
-        dtypes=("float32", "bfloat16"),
-        reps=2,
-        warmup=0,
+        PRESETS["quick"].override(shapes=SHAPES, reps=2, warmup=0),
+        Selection(
+            impls=("eager", "textbook", "numpy"),
+            passes=("fwd", "fwdbwd"),
+            dtypes=("float32", "bfloat16"),
+        ),
         progress=False,
         command="pytest",
     )
@@ -94,10 +101,11 @@ def test_a_presets_time_budget_gives_slow_variants_fewer_reps(monkeypatch):
     # Every call outlasts a budget of 1 ns: each variant gets the preset's min_reps, where
     # reps given explicitly (the other tests) are what every variant gets.
     tiny = bench.Preset(warmup=0, reps=4, shapes=((8, 16),), budget_s=1e-9, min_reps=2)
-    monkeypatch.setitem(bench.PRESETS, "quick", tiny)
-    res = run_benchmark(impls=("eager", "numpy"), preset="quick", progress=False)
+    res = run_benchmark(tiny, Selection(impls=("eager", "numpy")), progress=False)
     assert {r["reps"] for r in res.rows() + res.copies} == {2}
     assert (res.meta["reps"], res.meta["budget_s"]) == (4, 1e-9)
+    # reps given to override are exact: no budget left to cut them
+    assert tiny.override(reps=3).budget_s is None and tiny.override(warmup=1).budget_s == 1e-9
     rows = [{**r, "reps": 4} for r in res.rows()]
     rows[-1]["reps"] = 2
     note = bench.repetitions_note(BenchResult(rows, res.copies, res.provenance, res.meta))
@@ -137,13 +145,13 @@ def test_table_markdown_lists_each_family(res):
 
 def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="impls"):
-        run_benchmark(shapes=[(4, 4)], impls=("cudnn",), progress=False)
+        Selection(impls=("cudnn",))
     with pytest.raises(ValueError, match="preset"):
-        run_benchmark(shapes=[(4, 4)], preset="thorough", progress=False)
+        run_benchmark("thorough", progress=False)
     with pytest.raises(ValueError, match="shape"):
-        run_benchmark(shapes=[(4, 0)], progress=False)
+        PRESETS["quick"].override(shapes=[(4, 0)])
     with pytest.raises(ValueError, match="reps"):
-        run_benchmark(shapes=[(4, 4)], reps=0, progress=False)
+        PRESETS["quick"].override(shapes=[(4, 4)], reps=0)
 
 
 def test_load_stored_is_none_until_a_gpu_run_is_stored(monkeypatch, tmp_path, res):
@@ -182,8 +190,11 @@ def test_figure_with_and_without_a_stored_gpu_run(res):
 
 
 def test_run_cached_returns_the_same_object():
-    kw = dict(shapes=[(4, 16)], impls=["eager"], reps=1, warmup=0, progress=False)
-    assert bench.run_cached(**kw) is bench.run_cached(**kw)
+    def run():
+        preset = PRESETS["quick"].override(shapes=[(4, 16)], reps=1, warmup=0)
+        return bench.run_cached(preset, Selection(impls=["eager"]), progress=False)
+
+    assert run() is run()
 
 
 def test_cli_writes_json_csv_png_with_provenance(tmp_path, capsys):
@@ -238,12 +249,10 @@ def test_fast_variants_report_their_kernel():
     # appendix's run (bench.book_run) in every book build, where a failure fails the build.
     # Starting Inductor here as well would cost a cold compile of its own (seconds of CPU).
     r = run_benchmark(
-        shapes=[(16, 64)],
-        ops=("layernorm",),
-        impls=("eager", "fast", "fast_out"),
-        passes=("fwd", "fwdbwd"),
-        reps=2,
-        warmup=0,
+        PRESETS["quick"].override(shapes=[(16, 64)], reps=2, warmup=0),
+        Selection(
+            ops=("layernorm",), impls=("eager", "fast", "fast_out"), passes=("fwd", "fwdbwd")
+        ),
         progress=False,
     )
     rows = r.rows()
@@ -277,7 +286,8 @@ def test_stored_gpu_run_is_consistent_and_from_the_triton_kernel():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_benchmark_rows():
-    r = run_benchmark(shapes=[(256, 1024)], impls=("eager", "fast"), reps=3, progress=False)
+    preset = PRESETS["quick"].override(shapes=[(256, 1024)], reps=3)
+    r = run_benchmark(preset, Selection(impls=("eager", "fast")), progress=False)
     assert r.meta["device_type"] == "cuda"
     assert {row["impl"] for row in r.rows()} == {"eager", "fast"}
 

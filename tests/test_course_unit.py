@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from normedu.course import checks, cohort, status
-from normedu.course.collect import identify, student_id
+from normedu.course.collect import _raw_identity, student_id
 from normedu.course.config import Course
 from normedu.course.sandbox import landlock_abi
 from normedu.course.worker import descendants, kill_descendants
@@ -138,21 +138,22 @@ def test_student_id_is_safe_for_nbgrader():
         student_id(" ,, ")
 
 
-def test_identify_layouts_and_wrong_names():
-    assert identify("jane.ipynb", "demo", "flat", None) == ("jane", [])
-    sid, notes = identify("jane.txt", "demo", "flat", None)
-    assert sid == "jane" and "handed in as 'jane.txt'" in notes[0]
-    assert identify("Jane Doe/demo.ipynb", "demo", "folders", None) == ("Jane_Doe", [])
-    sid, notes = identify("jane/Untitled.ipynb", "demo", "folders", None)
-    assert sid == "jane" and "expected 'demo.ipynb'" in notes[0]
+def test_raw_identity_layouts_and_wrong_names():
+    # What collect reads from a file's place in the inbox, before student_id makes it safe.
+    assert _raw_identity("jane.ipynb", "demo", "flat", None) == ("jane", [])
+    raw, notes = _raw_identity("jane.txt", "demo", "flat", None)
+    assert raw == "jane" and "handed in as 'jane.txt'" in notes[0]
+    assert _raw_identity("Jane Doe/demo.ipynb", "demo", "folders", None) == ("Jane Doe", [])
+    raw, notes = _raw_identity("jane/Untitled.ipynb", "demo", "folders", None)
+    assert raw == "jane" and "expected 'demo.ipynb'" in notes[0]
     canvas = r"^(?P<student>[a-z]+)_\d+_"
-    assert identify("doejane_123_456_demo.ipynb", "demo", "flat", canvas) == ("doejane", [])
+    assert _raw_identity("doejane_123_456_demo.ipynb", "demo", "flat", canvas) == ("doejane", [])
     with pytest.raises(ValueError, match="does not match --pattern"):
-        identify("README", "demo", "flat", canvas)
+        _raw_identity("README", "demo", "flat", canvas)
     with pytest.raises(ValueError, match="subfolder"):
-        identify("a/b.ipynb", "demo", "flat", None)
+        _raw_identity("a/b.ipynb", "demo", "flat", None)
     with pytest.raises(ValueError, match="layout must be one of"):
-        identify("a.ipynb", "demo", "zip", None)
+        _raw_identity("a.ipynb", "demo", "zip", None)
 
 
 def test_two_hand_ins_of_one_id_are_refused_until_mapped(tmp_path):
@@ -294,7 +295,7 @@ def _sandboxed(tmp_path, code: str, via: str, **limits) -> str:
 
 
 async def _in_forked_kernel(work, code: str, limits: dict) -> str:
-    from normedu.course.sandbox import SandboxKernelManager
+    from normedu.course.kernel_manager import SandboxKernelManager
     from normedu.course.zygote import Zygote
 
     zygote = Zygote(threads=1)

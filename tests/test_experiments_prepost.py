@@ -10,6 +10,7 @@ import pytest
 
 from normedu.experiments import __main__ as cli
 from normedu.experiments import prepost as E
+from normedu.experiments import prepost_width as W
 from normedu.experiments import registered
 
 TINY = E.PrePostSize(
@@ -150,9 +151,9 @@ def test_wide_check_tiny(tiny):
     pre = [c for m, pl, c in keys if m == "TinyGPT" and pl == "pre"]
     assert pre == ["", "no final norm", "all switches"]
     # a profile the check measured is remembered, not measured again
-    n = len(E._TINY_PROFILES)
+    n = len(W._TINY_PROFILES)
     again = E.tinygpt_grad_profile("pre", E.SWITCHES["no final norm"], 0, size=TINY.wide)
-    assert len(E._TINY_PROFILES) == n and again.shape == (3,)
+    assert len(W._TINY_PROFILES) == n and again.shape == (3,)
     for p in res.profiles:
         assert len(p.norms) == 3 and min(p.norms) > 0
         assert p.last_over_first == pytest.approx(p.norms[-1] / p.norms[0])
@@ -174,7 +175,7 @@ def test_only_grad_of_keeps_the_gradient():
     for only in (False, True):
         model = TinyGPT(GPTConfig(vocab=5, d_model=8, n_heads=2, n_layers=2, max_len=4))
         if only:
-            E._only_grad_of(model, "mlp.fc2.weight")
+            W._only_grad_of(model, "mlp.fc2.weight")
             assert not model.blocks[0].attn.qkv.weight.requires_grad
         model(idx).square().mean().backward()
         grads.append([b.mlp.fc2.weight.grad for b in model.blocks])

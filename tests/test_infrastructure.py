@@ -121,6 +121,16 @@ def test_verdict_within():
     assert ledger.verdict_within(10.0, 11.5, 0.01) == "not reproduced"
 
 
+def test_verdict_helpers():
+    assert (ledger.verdict(True), ledger.verdict(False)) == ("confirmed", "not reproduced")
+    assert ledger.verdict(False, otherwise="depends") == "depends"
+    with pytest.raises(ValueError, match="otherwise"):
+        ledger.verdict(False, otherwise="maybe")
+    assert ledger.verdict_by_parts([True, True]) == "confirmed"
+    assert ledger.verdict_by_parts([True, False]) == "depends"
+    assert ledger.verdict_by_parts(iter([False, False])) == "not reproduced"
+
+
 def test_course_root_is_explicit_or_found_from_the_current_directory(tmp_path, monkeypatch):
     from normedu import ledger, paths
 

@@ -241,13 +241,7 @@ def test_strip_external_links():
     assert "cdn.example" not in out and 'href="local.css"' in out and "<div>x</div>" in out
 
 
-def test_gamma_histogram_and_affine_curves():
-    g = np.r_[np.ones(50), 1.7 * np.ones(5), 0.4 * np.ones(5)]
-    fig = PL.gamma_histogram(g, bands={"a": (1.5, 2.0), "b": (0.3, 0.5)})
-    ax = fig.axes[0]
-    assert sum(p.get_height() for p in ax.containers[0]) == 60  # the histogram's bars
-    assert len(ax.patches) == len(ax.containers[0]) + 2  # plus the two shaded bands
-    _labelled(ax)
+def test_affine_curves():
     demo = {
         "floor": 0.28,
         "affine": {"loss": np.array([1.0, 0.2])},

@@ -50,8 +50,8 @@ Honesty rules the code follows:
 
 Use from Python::
 
-    from normedu.bench import run_benchmark
-    res = run_benchmark(shapes=[(2048, 4096)], impls=("eager", "fast"), preset="quick")
+    from normedu.bench import PRESETS, Selection, run_benchmark
+    res = run_benchmark(PRESETS["quick"], Selection(impls=("eager", "fast")))
     res.rows(); res.ratio("eager", 2048, 4096); res.copy_gbps; res.save("bench-out/bench.json")
 
 or from the shell: ``python -m normedu.bench --quick`` (see :func:`main`).
@@ -84,6 +84,7 @@ from .variants import (
     ROW_KEYS,
     STORED_NAME,
     Preset,
+    Selection,
 )
 
 __all__ = [
@@ -100,6 +101,7 @@ __all__ = [
     "QUICK_SKIP",
     "ROW_KEYS",
     "STORED_NAME",
+    "Selection",
     "aten_traffic",
     "bf16_supported",
     "book_run",

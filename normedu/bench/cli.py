@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .report import BenchResult
 from .runner import run_benchmark
-from .variants import DTYPES, IMPLS, OPS, PASSES, QUICK_SKIP, STORED_NAME
+from .variants import DTYPES, IMPLS, OPS, PASSES, PRESETS, QUICK_SKIP, STORED_NAME, Selection
 
 __all__ = ["main", "bf16_supported"]
 
@@ -89,19 +89,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.quick and bf16_supported(dev):
             dtypes.append("bfloat16")
     t0 = time.perf_counter()
-    res = run_benchmark(
-        shapes=args.shape,
+    preset = PRESETS["quick" if args.quick else "full"]
+    selection = Selection(
         ops=args.op,
         impls=args.impl,
         passes=args.passes,
         dtypes=dtypes,
-        preset="quick" if args.quick else "full",
-        progress=not args.no_progress,
-        device=args.device,
-        warmup=args.warmup,
-        reps=args.reps,
-        command=shlex.join(["python", "-m", "normedu.bench", *argv]),
         skip=QUICK_SKIP if args.quick else (),
+    )
+    res = run_benchmark(
+        preset.override(shapes=args.shape, warmup=args.warmup, reps=args.reps),
+        selection,
+        device=args.device,
+        progress=not args.no_progress,
+        command=shlex.join(["python", "-m", "normedu.bench", *argv]),
     )
     res.meta["wall_s"] = time.perf_counter() - t0
     out = Path(args.out)

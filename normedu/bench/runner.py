@@ -8,77 +8,50 @@ from __future__ import annotations
 
 import statistics
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from .report import BenchResult
 from .traffic import ideal_bytes, itemsize
 from .variants import (
     ALLOCATOR_NOTE,
-    DTYPES,
     EPS,
     IMPLS,
-    OPS,
     PASSES,
-    PRESETS,
     QUICK_SKIP,
+    Preset,
+    Selection,
     copy_variants,
     make_variant,
+    preset_named,
 )
 
 __all__ = ["run_benchmark", "run_cached", "book_run"]
 
 
-def _normalize_shapes(shapes) -> list[tuple[int, int]]:
-    out = []
-    for s in shapes:
-        if len(s) != 2 or any(int(v) != v or v <= 0 for v in s):
-            raise ValueError(f"each shape must be (N, D) with positive integers, got {s!r}")
-        out.append((int(s[0]), int(s[1])))
-    return out
-
-
-def _check_choice(name: str, values: Sequence[str], allowed: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(values, str):
-        values = (values,)
-    bad = [v for v in values if v not in allowed]
-    if bad or not values:
-        raise ValueError(
-            f"{name} must be a non-empty subset of {tuple(allowed)}, got {tuple(values)}"
-        )
-    return tuple(values)
-
-
 def run_benchmark(
-    shapes: Sequence[tuple[int, int]] | None = None,
-    ops: Sequence[str] = OPS,
-    impls: Sequence[str] = ("eager", "textbook", "compiled"),
-    passes: Sequence[str] = ("fwd",),
-    dtypes: Sequence[str] = ("float32",),
-    preset: str = "quick",
-    progress: bool = True,
+    preset: Preset | str = "quick",
+    selection: Selection | None = None,
+    *,
     device: str | None = None,
-    warmup: int | None = None,
-    reps: int | None = None,
     seed: int = 0,
+    progress: bool = True,
     command: str | None = None,
-    skip: Sequence[str] = (),
 ) -> BenchResult:
-    """Measure every requested variant, interleaved round-robin per shape and dtype.
+    """Measure every variant of ``selection``, interleaved round-robin per shape and dtype.
 
     Inputs:
-    - shapes: list of (N, D); None for the preset's shapes.
-    - ops, impls, passes, dtypes: subsets of :data:`OPS`, :data:`IMPLS`, :data:`PASSES`,
-      :data:`DTYPES`. Variants that do not exist (numpy in bfloat16, fast_out backward) are
-      listed in ``meta["skipped"]``, as are those named in ``skip``.
-    - preset: ``"quick"`` or ``"full"`` (:data:`PRESETS`); ``warmup``/``reps`` override it.
-      With the preset's reps, a variant slower than the preset's time budget gets fewer (at
-      least ``min_reps``; each row records its ``reps``); reps given here are exact.
-    - progress: tqdm progress bar on stderr.
+    - preset: a :class:`Preset` or the name of one of :data:`PRESETS` (``"quick"``,
+      ``"full"``): shapes, warmup and reps; ``PRESETS["quick"].override(reps=3)`` changes
+      some. With a preset's time budget, a variant slower than the budget gets fewer reps
+      (at least ``min_reps``; each row records its ``reps``).
+    - selection: the ops, implementations, passes and dtypes measured (:class:`Selection`;
+      None: its defaults, the forward of eager, textbook and compiled in float32).
+      Variants that do not exist (numpy in bfloat16, fast_out backward) are listed in
+      ``meta["skipped"]``, as are those the selection skips.
     - device: ``"cpu"``/``"cuda"``; default CUDA when available.
     - seed: inputs are ``randn`` from this seed (weight and bias too, so no term is trivial).
+    - progress: tqdm progress bar on stderr.
     - command: recorded in the provenance (default: this process's command line).
-    - skip: ``"impl/pass"`` variants to leave out, e.g. :data:`QUICK_SKIP`.
 
     Returns a :class:`BenchResult`.
     """
@@ -89,21 +62,10 @@ def run_benchmark(
     from ..provenance import provenance
     from ..timing import Timer, inner_for, interleaved, rounds_within
 
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
-    pre = PRESETS[preset]
-    ops = _check_choice("ops", ops, OPS)
-    impls = _check_choice("impls", impls, IMPLS)
-    passes = _check_choice("passes", passes, PASSES)
-    dtypes = _check_choice("dtypes", dtypes, DTYPES)
-    shapes = _normalize_shapes(pre.shapes if shapes is None else shapes)
-    if not shapes:
-        raise ValueError("shapes must not be empty")
-    warmup = pre.warmup if warmup is None else int(warmup)
-    budget_s = pre.budget_s if reps is None else None
-    reps = pre.reps if reps is None else int(reps)
-    if reps < 1 or warmup < 0:
-        raise ValueError(f"need reps >= 1 and warmup >= 0, got reps={reps}, warmup={warmup}")
+    pre = preset_named(preset)
+    selection = selection or Selection()
+    ops, impls, passes, dtypes = selection.ops, selection.impls, selection.passes, selection.dtypes
+    warmup, reps, budget_s = pre.warmup, pre.reps, pre.budget_s
     dev = pick_device(device)
     timer = Timer(dev)
 
@@ -112,7 +74,7 @@ def run_benchmark(
     rows: list[dict[str, Any]] = []
     copies: list[dict[str, Any]] = []
     skipped: list[str] = []
-    groups = [(s, dt) for s in shapes for dt in dtypes]
+    groups = [(s, dt) for s in pre.shapes for dt in dtypes]
     n_variants = len(ops) * len(impls) * len(passes) + 2
     bar = tqdm(
         total=len(groups) * n_variants * (1 + warmup + reps),
@@ -135,7 +97,7 @@ def run_benchmark(
             for impl in impls:
                 for pass_ in passes:
                     fn = None
-                    if f"{impl}/{pass_}" not in skip:
+                    if f"{impl}/{pass_}" not in selection.skip:
                         fn = make_variant(op, impl, pass_, x, w, b, dy, out)
                     if fn is None:
                         skipped.append(f"{op}/{impl}/{pass_}/{dt}")
@@ -194,7 +156,7 @@ def run_benchmark(
         variants.clear()
     bar.close()
     meta = {
-        "preset": preset,
+        "preset": pre.name,
         "warmup": warmup,
         "reps": reps,
         "budget_s": budget_s,
@@ -211,19 +173,20 @@ def run_benchmark(
 _CACHE: dict[tuple, BenchResult] = {}
 
 
-def run_cached(**kwargs: Any) -> BenchResult:
-    """:func:`run_benchmark` memoized on its arguments (lists become tuples; ``progress`` is
-    not part of the key): a chapter and its claim checks share one run."""
-    key = tuple(sorted((k, _freeze(v)) for k, v in kwargs.items() if k != "progress"))
+def run_cached(
+    preset: Preset | str = "quick",
+    selection: Selection | None = None,
+    *,
+    device: str | None = None,
+    progress: bool = True,
+) -> BenchResult:
+    """:func:`run_benchmark` memoized on its preset, selection and device (not ``progress``):
+    a chapter and its claim checks share one run."""
+    selection = selection or Selection()
+    key = (preset_named(preset), selection, device)
     if key not in _CACHE:
-        _CACHE[key] = run_benchmark(**kwargs)
+        _CACHE[key] = run_benchmark(preset, selection, device=device, progress=progress)
     return _CACHE[key]
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    return value
 
 
 def book_run(progress: bool = True) -> BenchResult:
@@ -231,11 +194,5 @@ def book_run(progress: bool = True) -> BenchResult:
     ``python -m normedu.bench --quick`` measures (float32, every implementation and pass but
     :data:`QUICK_SKIP`)."""
     return run_cached(
-        shapes=None,
-        impls=IMPLS,
-        passes=PASSES,
-        dtypes=("float32",),
-        preset="quick",
-        progress=progress,
-        skip=QUICK_SKIP,
+        "quick", Selection(impls=IMPLS, passes=PASSES, skip=QUICK_SKIP), progress=progress
     )

@@ -5,8 +5,8 @@ zero-argument callable per variant.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..conventions import DEFAULT_EPS
@@ -23,6 +23,8 @@ __all__ = [
     "Preset",
     "PRESETS",
     "QUICK_SKIP",
+    "Selection",
+    "preset_named",
     "make_variant",
     "copy_variants",
 ]
@@ -61,30 +63,107 @@ ALLOCATOR_NOTE = (
 
 @dataclass(frozen=True)
 class Preset:
-    """Repetitions and default shapes of a benchmark preset."""
+    """Repetitions and shapes of a benchmark run: :data:`PRESETS` holds the named ones, and
+    :meth:`override` changes some of a named one's values for one run."""
 
     #: untimed calls after the first call (which is itself untimed as a sample)
     warmup: int
     reps: int
+    #: (N, D) of every measured input
     shapes: tuple[tuple[int, int], ...]
     #: target duration (s) of one CUDA sample; each sample repeats the call to reach it.
     cuda_sample_s: float = 2e-3
     #: seconds of timed samples per variant: a slower variant gets fewer than ``reps`` (the
     #: unfused NumPy forward takes 0.4 s a call at the quick shape), but at least ``min_reps``.
-    #: Applies to the preset's ``reps`` only: reps given explicitly are what every variant gets.
+    #: None: every variant gets exactly ``reps`` (what reps given to :meth:`override` get).
     budget_s: float | None = None
     min_reps: int = 5
+    #: recorded as the run's ``meta["preset"]``: the :data:`PRESETS` key it comes from
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        shapes = []
+        for s in self.shapes:
+            if len(s) != 2 or any(int(v) != v or v <= 0 for v in s):
+                raise ValueError(f"each shape must be (N, D) with positive integers, got {s!r}")
+            shapes.append((int(s[0]), int(s[1])))
+        if not shapes:
+            raise ValueError("shapes must not be empty")
+        object.__setattr__(self, "shapes", tuple(shapes))  # lists in, hashable tuples kept
+        if self.reps < 1 or self.warmup < 0:
+            raise ValueError(
+                f"need reps >= 1 and warmup >= 0, got reps={self.reps}, warmup={self.warmup}"
+            )
+
+    def override(
+        self,
+        shapes: Sequence[tuple[int, int]] | None = None,
+        warmup: int | None = None,
+        reps: int | None = None,
+    ) -> Preset:
+        """This preset with the values given (None keeps the preset's). Reps given here are
+        exact: the time budget that would give slow variants fewer is dropped."""
+        changes: dict[str, Any] = {}
+        if shapes is not None:
+            changes["shapes"] = tuple(tuple(s) for s in shapes)
+        if warmup is not None:
+            changes["warmup"] = int(warmup)
+        if reps is not None:
+            changes.update(reps=int(reps), budget_s=None)
+        return replace(self, **changes)
 
 
 PRESETS: dict[str, Preset] = {
-    "quick": Preset(warmup=0, reps=9, shapes=((2048, 4096),), budget_s=1.0),
+    "quick": Preset(warmup=0, reps=9, shapes=((2048, 4096),), budget_s=1.0, name="quick"),
     "full": Preset(
         warmup=3,
         reps=25,
         shapes=((8192, 768), (8192, 2048), (8192, 4096), (4096, 8192), (2048, 16384)),
         budget_s=3.0,
+        name="full",
     ),
 }
+
+
+def preset_named(preset: Preset | str) -> Preset:
+    """``preset`` itself, or the :data:`PRESETS` entry of that name."""
+    if isinstance(preset, Preset):
+        return preset
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}")
+    return PRESETS[preset]
+
+
+def _choice(name: str, values: Sequence[str] | str, allowed: Sequence[str]) -> tuple[str, ...]:
+    values = (values,) if isinstance(values, str) else tuple(values)
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise ValueError(f"{name} must be a non-empty subset of {tuple(allowed)}, got {values}")
+    return values
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which variants a run measures: subsets of :data:`OPS`, :data:`IMPLS`, :data:`PASSES`
+    and :data:`DTYPES` (every combination), less the ``"impl/pass"`` variants in ``skip``
+    (e.g. :data:`QUICK_SKIP`). Lists are kept as tuples, so a selection is hashable."""
+
+    ops: tuple[str, ...] = OPS
+    impls: tuple[str, ...] = ("eager", "textbook", "compiled")
+    passes: tuple[str, ...] = ("fwd",)
+    dtypes: tuple[str, ...] = ("float32",)
+    skip: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, allowed in (
+            ("ops", OPS),
+            ("impls", IMPLS),
+            ("passes", PASSES),
+            ("dtypes", DTYPES),
+        ):
+            object.__setattr__(self, name, _choice(name, getattr(self, name), allowed))
+        object.__setattr__(self, "skip", tuple(self.skip))
+
 
 #: What ``python -m normedu.bench --quick`` and the book leave out: the unfused backwards
 #: (NumPy, textbook) take about a second per call at the quick shape and teach nothing new

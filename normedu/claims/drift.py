@@ -1,4 +1,9 @@
-"""Claims of chapter 1 (activation drift), checked with the chapter's cached experiments."""
+"""Claims of chapter 1 (activation drift), checked with the chapter's cached experiments.
+
+One function per claim (or per group of claims measured together); :func:`check` runs them in
+the chapter's order. The experiments are imported inside the functions: registering the checks
+(importing this module) must not import torch.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..ledger import Claim, claims_for, measured_on, verdict_within
+from ..claim import Claim, claims_for, measured_on, verdict, verdict_by_parts, verdict_within
 
 CH = "drift"
 #: Claims this course states itself (no paper behind them) are attributed to the chapter.
@@ -17,94 +22,115 @@ COURSE = "this course, chapter 'Activation drift'"
 def check() -> list[Claim]:
     from ..experiments import drift as D
 
-    out = []
-    comp = D.compounding(gains=(1.05, 0.95), depths=(50, 100))
-    for (g, L), expected, cid in (
-        ((1.05, 50), 11.5, "drift.1.05^50"),
-        ((1.05, 100), 131.0, "drift.1.05^100"),
-        ((0.95, 100), 0.006, "drift.0.95^100"),
-    ):
-        v = comp[(g, L)]
-        out.append(
-            Claim(
-                id=cid,
-                chapter=CH,
-                claim=f"{g}^{L} ≈ {expected:g}",
-                source=COURSE,
-                measured=f"{v:.4g}",
-                verdict=verdict_within(v, expected, 0.02),
-            )
-        )
-
+    out = compounding()
     dev = measured_on()
+    out += [relu_gain(dev), tanh_gain(dev), initial_loss(dev), bounded(dev)]
+    conv = D.convergence()  # one training run per setting, shared by the next two claims
+    out += [smoother(conv, dev), faster(conv, dev), fragile(dev)]
+    return out + [hundreds(), internal_covariate_shift()]
+
+
+def compounding() -> list[Claim]:
+    """drift.1.05^50, drift.1.05^100, drift.0.95^100: powers of a per-layer gain."""
+    from ..experiments import drift as D
+
+    comp = D.compounding(gains=(1.05, 0.95), depths=(50, 100))
+    return [
+        Claim(
+            id=cid,
+            chapter=CH,
+            claim=f"{g}^{L} ≈ {expected:g}",
+            source=COURSE,
+            measured=f"{comp[(g, L)]:.4g}",
+            verdict=verdict_within(comp[(g, L)], expected, 0.02),
+        )
+        for (g, L), expected, cid in (
+            ((1.05, 50), 11.5, "drift.1.05^50"),
+            ((1.05, 100), 131.0, "drift.1.05^100"),
+            ((0.95, 100), 0.006, "drift.0.95^100"),
+        )
+    ]
+
+
+def relu_gain(dev: str) -> Claim:
+    from ..experiments import drift as D
+
     relu = {g: D.preactivation_std_profile("relu", g)[-1] for g in (1.0, math.sqrt(2), 2.0)}
     ok = 0.5 < relu[math.sqrt(2)] < 2 and relu[1.0] < 1e-3 and relu[2.0] > 1e3
-    out.append(
-        Claim(
-            id="drift.relu_gain",
-            chapter=CH,
-            claim="Weights with std √2/√fan_in keep the activation variance of a ReLU network "
-            "constant with depth",
-            source="He et al., ICCV 2015",
-            measured="50-layer ReLU net, no norm, std of layer 50: "
-            + ", ".join(f"gain {g:.3g}: {v:.3g}" for g, v in relu.items()),
-            verdict="confirmed" if ok else "not reproduced",
-            device=dev,
-            extra={"cite": ["he2015delving"]},
-        )
+    return Claim(
+        id="drift.relu_gain",
+        chapter=CH,
+        claim="Weights with std √2/√fan_in keep the activation variance of a ReLU network "
+        "constant with depth",
+        source="He et al., ICCV 2015",
+        measured="50-layer ReLU net, no norm, std of layer 50: "
+        + ", ".join(f"gain {g:.3g}: {v:.3g}" for g, v in relu.items()),
+        verdict=verdict(ok),
+        device=dev,
+        extra={"cite": ["he2015delving"]},
     )
+
+
+def tanh_gain(dev: str) -> Claim:
+    from ..experiments import drift as D
+
     m2 = D.tanh_second_moment(1.0)
     vp = 1 / math.sqrt(m2)
     tanh = {g: D.preactivation_std_profile("tanh", g)[-1] for g in (5 / 3, vp)}
-    out.append(
-        Claim(
-            id="drift.tanh_gain",
-            chapter=CH,
-            claim="The gain for tanh is 5/3 (torch.nn.init.calculate_gain)",
-            source="PyTorch documentation, torch.nn.init",
-            measured=f"variance preservation for unit-variance inputs gives 1/√E[tanh(z)²] = "
-            f"{vp:.3f}; std at layer 50 of a 50-layer tanh net: {tanh[5 / 3]:.3f} with 5/3, "
-            f"{tanh[vp]:.3f} with {vp:.3f}",
-            verdict="depends",
-            device=dev,
-            note="5/3 is a heuristic: it keeps the scale stable, slightly above unit variance",
-            extra={"cite": ["pytorch_init"]},
-        )
+    return Claim(
+        id="drift.tanh_gain",
+        chapter=CH,
+        claim="The gain for tanh is 5/3 (torch.nn.init.calculate_gain)",
+        source="PyTorch documentation, torch.nn.init",
+        measured=f"variance preservation for unit-variance inputs gives 1/√E[tanh(z)²] = "
+        f"{vp:.3f}; std at layer 50 of a 50-layer tanh net: {tanh[5 / 3]:.3f} with 5/3, "
+        f"{tanh[vp]:.3f} with {vp:.3f}",
+        verdict="depends",
+        device=dev,
+        note="5/3 is a heuristic: it keeps the scale stable, slightly above unit variance",
+        extra={"cite": ["pytorch_init"]},
     )
+
+
+def initial_loss(dev: str) -> Claim:
+    from ..experiments import drift as D
+
     loss0 = D.initial_loss("none", "relu")
-    out.append(
-        Claim(
-            id="drift.initial_loss",
-            chapter=CH,
-            claim="At initialization a classifier's loss should be -log(1/C) (uniform softmax)",
-            source="Karpathy, makemore part 3 (2022)",
-            measured=f"20-layer ReLU MLP, 10 classes: {loss0:.4f} vs -log(1/10) = "
-            f"{math.log(10):.4f}",
-            verdict=verdict_within(loss0, math.log(10), 0.01),
-            device=dev,
-            extra={"cite": ["karpathy2022makemore"]},
-        )
+    return Claim(
+        id="drift.initial_loss",
+        chapter=CH,
+        claim="At initialization a classifier's loss should be -log(1/C) (uniform softmax)",
+        source="Karpathy, makemore part 3 (2022)",
+        measured=f"20-layer ReLU MLP, 10 classes: {loss0:.4f} vs -log(1/10) = {math.log(10):.4f}",
+        verdict=verdict_within(loss0, math.log(10), 0.01),
+        device=dev,
+        extra={"cite": ["karpathy2022makemore"]},
     )
+
+
+def bounded(dev: str) -> Claim:
+    from ..experiments import drift as D
+
     rows = D.init_gain_sweep()
     bn = [r["last_std"] for r in rows if r["norm"] == "batchnorm"]
     no = [r["last_std"] for r in rows if r["norm"] == "none"]
     ok = max(bn) / min(bn) < 1.05 and max(no) / max(min(no), 1e-30) > 10
-    out.append(
-        Claim(
-            id="drift.bounded",
-            chapter=CH,
-            claim="Normalized activations keep ~zero mean and unit variance whatever the "
-            "preceding layers do (bounded activations)",
-            source=COURSE,
-            measured=f"50-layer tanh MLP, init gains {min(r['gain'] for r in rows):g}-"
-            f"{max(r['gain'] for r in rows):g}: last-layer std {min(no):.2g}-{max(no):.2g} "
-            f"without a norm, {min(bn):.3f}-{max(bn):.3f} with BatchNorm",
-            verdict="confirmed" if ok else "not reproduced",
-            device=dev,
-        )
+    return Claim(
+        id="drift.bounded",
+        chapter=CH,
+        claim="Normalized activations keep ~zero mean and unit variance whatever the "
+        "preceding layers do (bounded activations)",
+        source=COURSE,
+        measured=f"50-layer tanh MLP, init gains {min(r['gain'] for r in rows):g}-"
+        f"{max(r['gain'] for r in rows):g}: last-layer std {min(no):.2g}-{max(no):.2g} "
+        f"without a norm, {min(bn):.3f}-{max(bn):.3f} with BatchNorm",
+        verdict=verdict(ok),
+        device=dev,
     )
 
-    conv = D.convergence()
+
+def smoother(conv: dict, dev: str) -> Claim:
+    """``conv``: :func:`normedu.experiments.drift.convergence`'s runs."""
     med = {
         k: (
             float(np.median([p["loss_range"] for p in r.probes])),
@@ -118,92 +144,92 @@ def check() -> list[Claim]:
         lr_no, gl_no = med[(act, "none")]
         smoother.append(lr_bn < lr_no)
         smoother.append(gl_bn < gl_no)
-    verdict = "confirmed" if all(smoother) else ("depends" if any(smoother) else "not reproduced")
+    found = verdict_by_parts(smoother)
     measured = "; ".join(
         f"{a}: loss range {med[(a, 'none')][0]:.2g} → {med[(a, 'batchnorm')][0]:.2g}, "
         f"grad-change ratio {med[(a, 'none')][1]:.3g} → {med[(a, 'batchnorm')][1]:.3g}"
         for a in ("tanh", "relu")
     )
-    out.append(
-        Claim(
-            id="drift.smoother",
-            chapter=CH,
-            claim="Normalization smooths the loss landscape (gradients change less along a step)",
-            source="Santurkar et al., NeurIPS 2018",
-            extra={"cite": ["santurkar2018how"]},
-            measured=f"median over probes, no norm → BatchNorm: {measured}",
-            verdict=verdict,
-            device=dev,
-            note=""
-            if verdict == "confirmed"
-            else "only part of the measures agree on this small net",
-        )
+    return Claim(
+        id="drift.smoother",
+        chapter=CH,
+        claim="Normalization smooths the loss landscape (gradients change less along a step)",
+        source="Santurkar et al., NeurIPS 2018",
+        extra={"cite": ["santurkar2018how"]},
+        measured=f"median over probes, no norm → BatchNorm: {measured}",
+        verdict=found,
+        device=dev,
+        note="" if found == "confirmed" else "only part of the measures agree on this small net",
     )
 
+
+def faster(conv: dict, dev: str) -> Claim:
+    """``conv``: :func:`normedu.experiments.drift.convergence`'s runs."""
     final = {k: float(np.nanmean(r.loss[-20:])) for k, r in conv.items()}
     faster = [final[(a, "batchnorm")] < final[(a, "none")] for a in ("tanh", "relu")]
     gap = {a: final[(a, "none")] / final[(a, "batchnorm")] for a in ("tanh", "relu")}
-    out.append(
-        Claim(
-            id="drift.faster",
-            chapter=CH,
-            claim="Networks with normalization train faster (lower loss after the same steps)",
-            source=COURSE,
-            measured=", ".join(
-                f"{a}: final loss {final[(a, 'none')]:.3f} without, {final[(a, 'batchnorm')]:.3f} "
-                f"with BatchNorm"
-                for a in ("tanh", "relu")
-            ),
-            verdict="confirmed" if all(faster) and min(gap.values()) > 1.5 else "depends",
-            device=dev,
-            note=""
-            if min(gap.values()) > 1.5
-            else "large gap for ReLU; small for tanh with a tuned init",
-        )
+    return Claim(
+        id="drift.faster",
+        chapter=CH,
+        claim="Networks with normalization train faster (lower loss after the same steps)",
+        source=COURSE,
+        measured=", ".join(
+            f"{a}: final loss {final[(a, 'none')]:.3f} without, {final[(a, 'batchnorm')]:.3f} "
+            f"with BatchNorm"
+            for a in ("tanh", "relu")
+        ),
+        verdict=verdict(all(faster) and min(gap.values()) > 1.5, otherwise="depends"),
+        device=dev,
+        note=""
+        if min(gap.values()) > 1.5
+        else "large gap for ReLU; small for tanh with a tuned init",
     )
+
+
+def fragile(dev: str) -> Claim:
+    from ..experiments import drift as D
 
     frag = {r["setting"]: r for r in D.fragility()}
     hi_none = frag["no norm, Kaiming gain, lr 1.0"]
     hi_bn = frag["BatchNorm, gain 1, lr 1.0"]
     small = frag["no norm, gain 1 (too small), lr 0.1"]
     ok = hi_none["diverged"] and not hi_bn["diverged"] and small["test_acc"] < 0.2
-    out.append(
-        Claim(
-            id="drift.fragile",
-            chapter=CH,
-            claim="Without normalization deep nets (beyond 10-20 layers) need careful init, "
-            "tiny learning rates and clipping; with it, standard settings work",
-            source=COURSE,
-            measured=f"20-layer ReLU MLP: lr 1.0 without a norm diverged={hi_none['diverged']}, "
-            f"with BatchNorm test acc {hi_bn['test_acc']:.0%}; gain 1 without a norm: test acc "
-            f"{small['test_acc']:.0%}",
-            verdict="confirmed" if ok else "not reproduced",
-            device=dev,
-        )
+    return Claim(
+        id="drift.fragile",
+        chapter=CH,
+        claim="Without normalization deep nets (beyond 10-20 layers) need careful init, "
+        "tiny learning rates and clipping; with it, standard settings work",
+        source=COURSE,
+        measured=f"20-layer ReLU MLP: lr 1.0 without a norm diverged={hi_none['diverged']}, "
+        f"with BatchNorm test acc {hi_bn['test_acc']:.0%}; gain 1 without a norm: test acc "
+        f"{small['test_acc']:.0%}",
+        verdict=verdict(ok),
+        device=dev,
     )
-    out.append(
-        Claim(
-            id="drift.hundreds",
-            chapter=CH,
-            claim="With normalization, hundreds of layers train with standard hyperparameters",
-            source="He et al., ECCV 2016 (1001-layer pre-activation ResNet with BatchNorm)",
-            extra={"cite": ["he2016identity"]},
-            measured="not measured at that depth; this page trains 20 layers",
-            verdict="cited",
-            device="n/a",
-        )
+
+
+def hundreds() -> Claim:
+    return Claim(
+        id="drift.hundreds",
+        chapter=CH,
+        claim="With normalization, hundreds of layers train with standard hyperparameters",
+        source="He et al., ECCV 2016 (1001-layer pre-activation ResNet with BatchNorm)",
+        extra={"cite": ["he2016identity"]},
+        measured="not measured at that depth; this page trains 20 layers",
+        verdict="cited",
+        device="n/a",
     )
-    out.append(
-        Claim(
-            id="drift.ics",
-            chapter=CH,
-            claim="'Internal covariate shift' names the change of each layer's input distribution "
-            "during training",
-            source="Ioffe & Szegedy, ICML 2015; critique: Santurkar et al., NeurIPS 2018",
-            extra={"cite": ["ioffe2015batch", "santurkar2018how"]},
-            measured="terminology, not a measurement",
-            verdict="cited",
-            device="n/a",
-        )
+
+
+def internal_covariate_shift() -> Claim:
+    return Claim(
+        id="drift.ics",
+        chapter=CH,
+        claim="'Internal covariate shift' names the change of each layer's input distribution "
+        "during training",
+        source="Ioffe & Szegedy, ICML 2015; critique: Santurkar et al., NeurIPS 2018",
+        extra={"cite": ["ioffe2015batch", "santurkar2018how"]},
+        measured="terminology, not a measurement",
+        verdict="cited",
+        device="n/a",
     )
-    return out

@@ -9,7 +9,7 @@ costs nothing when the page has already run in the same kernel.
 
 from __future__ import annotations
 
-from ..ledger import Claim, cite, claims_for
+from ..claim import Claim, cite, claims_for, verdict
 
 CHAPTER = "fast"
 #: NVIDIA H200 memory bandwidth (NVIDIA H200 Tensor Core GPU datasheet, 2024): 4.8 TB/s.
@@ -39,30 +39,42 @@ def _ratios_text(ratios: dict[str, float]) -> str:
 
 @claims_for(CHAPTER)
 def check() -> list[Claim]:
-    from ..bench import book_run, floor_seconds
-    from ..plots.bench import headline_shape
+    from ..bench import book_run
+
+    floor = h200_floor()
+    res = book_run()
+    return [floor, *rms_speedups(res), rms_cheaper(res), eager_rms_slower_cpu(res)]
+
+
+def h200_floor() -> Claim:
+    from ..bench import floor_seconds
 
     floor_us = floor_seconds(8192, 4096, H200_BYTES_PER_S) * 1e6
-    claims = [
-        Claim(
-            id="fast.h200_floor",
-            chapter=CHAPTER,
-            claim="An 8192×4096 float32 LayerNorm forward on an H200 (4.8 TB/s) cannot take "
-            "less than about 56 µs: it must read and write 2·N·D·4 bytes",
-            source=cite("williams2009roofline", "nvidia2024h200"),
-            measured=f"2·8192·4096·4 B / 4.8 TB/s = {floor_us:.1f} µs",
-            verdict="confirmed" if abs(floor_us - 56) < 0.5 else "not reproduced",
-        )
-    ]
+    return Claim(
+        id="fast.h200_floor",
+        chapter=CHAPTER,
+        claim="An 8192×4096 float32 LayerNorm forward on an H200 (4.8 TB/s) cannot take "
+        "less than about 56 µs: it must read and write 2·N·D·4 bytes",
+        source=cite("williams2009roofline", "nvidia2024h200"),
+        measured=f"2·8192·4096·4 B / 4.8 TB/s = {floor_us:.1f} µs",
+        verdict=verdict(abs(floor_us - 56) < 0.5),
+    )
 
-    res = book_run()
-    device = res.device
+
+def _families(res) -> list[str]:
+    """The implementation families of :data:`FAMILIES` that ``res`` measured."""
+    return [f for f in FAMILIES if any(r["impl"] == f for r in res.rows())]
+
+
+def rms_speedups(res) -> list[Claim]:
+    """fast.rms_10_15.fwd and .fwdbwd, on the page's run ``res`` (a ``BenchResult``)."""
+    from ..plots.bench import headline_shape
+
     n, d = headline_shape(res)
-
-    fams = [f for f in FAMILIES if any(r["impl"] == f for r in res.rows())]
+    claims = []
     for pass_ in ("fwd", "fwdbwd"):
         ratios = {}
-        for f in fams:
+        for f in _families(res):
             try:
                 ratios[f] = res.ratio(f, n, d, pass_=pass_)
             except KeyError:
@@ -76,40 +88,46 @@ def check() -> list[Claim]:
                 source="this course (RMSNorm section, 'Why it's faster')",
                 measured=f"time RMSNorm / LayerNorm, {what}, {n}×{d}: {_ratios_text(ratios)}",
                 verdict=_speedup_verdict(ratios, 0.10, 0.15),
-                device=device,
+                device=res.device,
                 note="the ratio is a property of the kernel, not of the formula; the RMSNorm "
                 "paper reports 7%–64% less running time depending on the model "
                 + cite("zhang2019root"),
             )
         )
-    ratios = {f: res.ratio(f, n, d) for f in fams}
-    claims.append(
-        Claim(
-            id="fast.rms_25_cheaper",
-            chapter=CHAPTER,
-            claim="RMSNorm is about 25% cheaper than LayerNorm",
-            source="this course (comparison of the norms, RMSNorm)",
-            measured=f"time RMSNorm / LayerNorm, forward, {n}×{d}: {_ratios_text(ratios)}",
-            verdict=_speedup_verdict(ratios, 0.20, 0.30),
-            device=device,
-            note="in bytes moved a fused RMSNorm and a fused LayerNorm are equal",
-        )
-    )
-    eager_ratio = res.ratio("eager", n, d)
-    claims.append(
-        Claim(
-            id="fast.eager_rms_slower_cpu",
-            chapter=CHAPTER,
-            claim="On a CPU PyTorch's eager F.rms_norm is slower than F.layer_norm: it is not "
-            "one fused kernel there",
-            source="this course (measured on a CPU with torch 2.13)",
-            measured=f"eager RMSNorm / LayerNorm time {eager_ratio:.2f} at {n}×{d}",
-            verdict=(
-                "confirmed"
-                if res.meta.get("device_type") == "cpu" and eager_ratio > 1
-                else "depends"
-            ),
-            device=device,
-        )
-    )
     return claims
+
+
+def rms_cheaper(res) -> Claim:
+    from ..plots.bench import headline_shape
+
+    n, d = headline_shape(res)
+    ratios = {f: res.ratio(f, n, d) for f in _families(res)}
+    return Claim(
+        id="fast.rms_25_cheaper",
+        chapter=CHAPTER,
+        claim="RMSNorm is about 25% cheaper than LayerNorm",
+        source="this course (comparison of the norms, RMSNorm)",
+        measured=f"time RMSNorm / LayerNorm, forward, {n}×{d}: {_ratios_text(ratios)}",
+        verdict=_speedup_verdict(ratios, 0.20, 0.30),
+        device=res.device,
+        note="in bytes moved a fused RMSNorm and a fused LayerNorm are equal",
+    )
+
+
+def eager_rms_slower_cpu(res) -> Claim:
+    from ..plots.bench import headline_shape
+
+    n, d = headline_shape(res)
+    eager_ratio = res.ratio("eager", n, d)
+    return Claim(
+        id="fast.eager_rms_slower_cpu",
+        chapter=CHAPTER,
+        claim="On a CPU PyTorch's eager F.rms_norm is slower than F.layer_norm: it is not "
+        "one fused kernel there",
+        source="this course (measured on a CPU with torch 2.13)",
+        measured=f"eager RMSNorm / LayerNorm time {eager_ratio:.2f} at {n}×{d}",
+        verdict=verdict(
+            res.meta.get("device_type") == "cpu" and eager_ratio > 1, otherwise="depends"
+        ),
+        device=res.device,
+    )

@@ -1,9 +1,12 @@
 """Claims of the GroupNorm chapter, checked with its measurements and the BatchNorm chapter's
-stored batch-size sweep (no new training run)."""
+stored batch-size sweep (no new training run).
+
+One function per claim; :func:`check` runs them in the chapter's order.
+"""
 
 from __future__ import annotations
 
-from ..ledger import Claim, claims_for
+from ..claim import Claim, claims_for, verdict
 
 CH = "groupnorm"
 WU_HE = "Wu & He, 'Group Normalization', ECCV 2018"
@@ -11,55 +14,60 @@ WU_HE = "Wu & He, 'Group Normalization', ECCV 2018"
 
 @claims_for(CH)
 def check() -> list[Claim]:
+    return [limits(), batch_independent(), small_batch(), imagenet()]
+
+
+def limits() -> Claim:
+    """G = 1 is LayerNorm over (C, H, W), G = C is InstanceNorm: against torch's own functions."""
     import numpy as np
     import torch
     import torch.nn.functional as F
 
     from .. import functional as Fn
-    from ..experiments import batchnorm as B
-    from ..experiments import groupnorm as E
 
-    out = []
-
-    # G = 1 is LayerNorm over (C, H, W), G = C is InstanceNorm: against torch's own functions.
     x = np.random.default_rng(0).normal(1.0, 2.0, size=(4, 6, 5, 5))
     xt = torch.tensor(x)
     ln, inorm = Fn.group_norm(x, None, None, G=1), Fn.group_norm(x, None, None, G=6)
     err_ln = float(np.abs(ln - F.layer_norm(xt, x.shape[1:]).numpy()).max())
     err_in = float(np.abs(inorm - F.instance_norm(xt).numpy()).max())
-    out.append(
-        Claim(
-            id="gn.limits",
-            chapter=CH,
-            claim="GroupNorm with one group is LayerNorm over (C, H, W); with C groups it is "
-            "InstanceNorm",
-            source=WU_HE,
-            measured=f"max |GroupNorm(G=1) - torch layer_norm| = {err_ln:.1e}, "
-            f"max |GroupNorm(G=C) - torch instance_norm| = {err_in:.1e} on (4, 6, 5, 5)",
-            verdict="confirmed" if max(err_ln, err_in) < 1e-10 else "not reproduced",
-            device="CPU, float64",
-        )
+    return Claim(
+        id="gn.limits",
+        chapter=CH,
+        claim="GroupNorm with one group is LayerNorm over (C, H, W); with C groups it is "
+        "InstanceNorm",
+        source=WU_HE,
+        measured=f"max |GroupNorm(G=1) - torch layer_norm| = {err_ln:.1e}, "
+        f"max |GroupNorm(G=C) - torch instance_norm| = {err_in:.1e} on (4, 6, 5, 5)",
+        verdict=verdict(max(err_ln, err_in) < 1e-10),
+        device="CPU, float64",
     )
+
+
+def batch_independent() -> Claim:
+    from ..experiments import groupnorm as E
 
     mates = E.batchmates()
     gn, bn = mates["max_change"]["groupnorm"], mates["max_change"]["batchnorm"]
-    out.append(
-        Claim(
-            id="gn.batch_independent",
-            chapter=CH,
-            claim="GroupNorm's computation is independent of the batch: a sample's output does "
-            "not depend on its batchmates",
-            source=WU_HE,
-            measured=f"one sample in {mates['n_batches']} batches of {mates['batch']}: largest "
-            f"change of its outputs {gn:.1e} with GroupNorm, {bn:.2f} with BatchNorm",
-            verdict="confirmed" if gn == 0.0 and bn > 0.1 else "not reproduced",
-            device="CPU, float64",
-        )
+    return Claim(
+        id="gn.batch_independent",
+        chapter=CH,
+        claim="GroupNorm's computation is independent of the batch: a sample's output does "
+        "not depend on its batchmates",
+        source=WU_HE,
+        measured=f"one sample in {mates['n_batches']} batches of {mates['batch']}: largest "
+        f"change of its outputs {gn:.1e} with GroupNorm, {bn:.2f} with BatchNorm",
+        verdict=verdict(gn == 0.0 and bn > 0.1),
+        device="CPU, float64",
     )
+
+
+def small_batch() -> Claim:
+    """gn.small_batch, on the BatchNorm chapter's stored GPU sweep ("cited" without one)."""
+    from ..experiments import batchnorm as B
 
     stored = B.stored_sweep()
     if stored is None:
-        measured, verdict, device = "stored GPU batch-size sweep not available", "cited", "n/a"
+        measured, found, device = "stored GPU batch-size sweep not available", "cited", "n/a"
     else:
         sw, prov = stored["data"], stored["provenance"]
         bs = sw["batch_sizes"]
@@ -71,29 +79,27 @@ def check() -> list[Claim]:
             f"GroupNorm {gn2:.1%} vs {gn32:.1%} (range {min(sw['groupnorm']):.1%} to "
             f"{max(sw['groupnorm']):.1%} over batch {bs[0]} to {bs[-1]})"
         )
-        verdict, device = ("confirmed" if ok else "not reproduced"), prov["device"]
-    out.append(
-        Claim(
-            id="gn.small_batch",
-            chapter=CH,
-            claim="GroupNorm's accuracy stays stable at small batches, where BatchNorm's "
-            "error rises sharply",
-            source=WU_HE,
-            measured=measured,
-            verdict=verdict,
-            device=device,
-        )
+        found, device = verdict(ok), prov["device"]
+    return Claim(
+        id="gn.small_batch",
+        chapter=CH,
+        claim="GroupNorm's accuracy stays stable at small batches, where BatchNorm's "
+        "error rises sharply",
+        source=WU_HE,
+        measured=measured,
+        verdict=found,
+        device=device,
     )
-    out.append(
-        Claim(
-            id="gn.imagenet",
-            chapter=CH,
-            claim="ResNet-50 on ImageNet at 2 images per GPU: GroupNorm's top-1 error is 10.6 "
-            "points lower than BatchNorm's",
-            source=WU_HE,
-            measured="not re-run (ImageNet training)",
-            verdict="cited",
-            device="n/a",
-        )
+
+
+def imagenet() -> Claim:
+    return Claim(
+        id="gn.imagenet",
+        chapter=CH,
+        claim="ResNet-50 on ImageNet at 2 images per GPU: GroupNorm's top-1 error is 10.6 "
+        "points lower than BatchNorm's",
+        source=WU_HE,
+        measured="not re-run (ImageNet training)",
+        verdict="cited",
+        device="n/a",
     )
-    return out

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..ledger import Claim, cite, claims_for
+from ..claim import Claim, cite, claims_for, verdict, verdict_by_parts
 
 CHAPTER = "prepost"
 #: A claim this course states without a primary source is attributed to its chapter.
@@ -117,13 +117,13 @@ def describe_wide(res) -> str:
         f"{_seeds(ref_row['post'])}), and TinyGPT's {_phrase(ours['post'])} "
         f"({ours['post']:.2f}; seeds {_seeds(our_row['post'])})."
     ]
-    verdict = post_wide_verdict(res)
-    if verdict == "confirmed":
+    found = post_wide_verdict(res)
+    if found == "confirmed":
         parts.append(
             "So at the paper's width Post-LN's per-layer profile **reproduces** the direction "
             "of Xiong et al.'s Fig. 3, in both implementations and every seed."
         )
-    elif verdict == "depends":
+    elif found == "depends":
         parts.append(
             "So at the paper's width Xiong et al.'s Fig. 3 reproduces **only weakly**: some "
             "initializations grow toward the output and others stay flat or shrink; the growth "
@@ -256,178 +256,192 @@ def _device(preset: str) -> str:
 def check(preset: str | None = None) -> list[Claim]:
     from ..device import preset_name
     from ..experiments.prepost import init_grad_norms, train_stability, wide_check
-    from ..transformer import GPTConfig, TinyGPT, count_norms
 
     preset = preset or preset_name()
     dev = _device(preset)
     init = init_grad_norms(preset)
-    depths = init.depths
-    pre_spreads = {d: init.spread("pre", d) for d in depths}
-    post_lof = {d: init.last_over_first("post", d) for d in depths}
     stab = train_stability(preset)
+    out = [pre_flat_2x(init, stab, dev), post_grows(init, dev), last_layer_scaling(init, dev)]
+    out += [warmup(stab, dev), shallow_fine(stab, dev), ln_count(), post_quality(), who_uses()]
+    wide = wide_check(preset)
+    return out + [post_grows_wide(wide), pre_flat_wide(wide)]
+
+
+def pre_flat_2x(init, stab, dev: str) -> Claim:
+    """``init``, ``stab``: the chapter's :func:`~normedu.experiments.prepost.init_grad_norms`
+    and :func:`~normedu.experiments.prepost.train_stability` results."""
+    pre_spreads = {d: init.spread("pre", d) for d in init.depths}
     trained_pre = stab.run("pre", warmup=False)
     end_spread = (
         max(trained_pre.grad_norms_end) / min(trained_pre.grad_norms_end)
         if trained_pre.grad_norms_end
         else math.nan
     )
-
     all_below = all(s < 2 for s in pre_spreads.values()) and end_spread < 2
     none_below = all(s >= 2 for s in pre_spreads.values()) and end_spread >= 2
-    claims = [
-        Claim(
-            id="prepost.pre_flat_2x",
-            chapter=CHAPTER,
-            claim="In a Pre-Norm Transformer the per-layer gradient norm varies by less than a "
-            "factor of 2 from the first layer to the last",
-            source=THIS_CHAPTER,
-            measured="max/min of the FFN-W2 gradient norm over layers at init: "
-            + ", ".join(f"{d} layers {s:.1f}" for d, s in pre_spreads.items())
-            + f"; after training ({stab.depth} layers): {end_spread:.1f}",
-            verdict="confirmed" if all_below else ("not reproduced" if none_below else "depends"),
-            device=dev,
-            note="measured: gradients shrink from input to output side, as NormFormer "
-            "(Shleifer et al., 2021) also reports for Pre-LN",
-        )
-    ]
-
-    grows = [d for d in depths if post_lof[d] > 1.5]
-    claims.append(
-        Claim(
-            id="prepost.post_grows",
-            chapter=CHAPTER,
-            claim="At initialization Post-LN gradients are largest near the output layers "
-            "(grow with the layer index)",
-            source=f"{XIONG}, Fig. 3",
-            measured="last/first layer FFN-W2 gradient norm, Post-LN: "
-            + ", ".join(f"{d} layers {post_lof[d]:.2f}" for d in depths),
-            verdict="confirmed"
-            if len(grows) == len(depths)
-            else ("depends" if grows else "not reproduced"),
-            device=dev,
-            note="our small GELU stack with Xavier init; their model was a 6+6-layer "
-            "translation Transformer",
-        )
+    return Claim(
+        id="prepost.pre_flat_2x",
+        chapter=CHAPTER,
+        claim="In a Pre-Norm Transformer the per-layer gradient norm varies by less than a "
+        "factor of 2 from the first layer to the last",
+        source=THIS_CHAPTER,
+        measured="max/min of the FFN-W2 gradient norm over layers at init: "
+        + ", ".join(f"{d} layers {s:.1f}" for d, s in pre_spreads.items())
+        + f"; after training ({stab.depth} layers): {end_spread:.1f}",
+        # a NaN spread (no gradients recorded) is neither: "depends"
+        verdict=verdict(all_below) if all_below or none_below else "depends",
+        device=dev,
+        note="measured: gradients shrink from input to output side, as NormFormer "
+        "(Shleifer et al., 2021) also reports for Pre-LN",
     )
 
-    d_lo, d_hi = min(depths), max(depths)
+
+def post_grows(init, dev: str) -> Claim:
+    post_lof = {d: init.last_over_first("post", d) for d in init.depths}
+    return Claim(
+        id="prepost.post_grows",
+        chapter=CHAPTER,
+        claim="At initialization Post-LN gradients are largest near the output layers "
+        "(grow with the layer index)",
+        source=f"{XIONG}, Fig. 3",
+        measured="last/first layer FFN-W2 gradient norm, Post-LN: "
+        + ", ".join(f"{d} layers {post_lof[d]:.2f}" for d in init.depths),
+        verdict=verdict_by_parts(post_lof[d] > 1.5 for d in init.depths),
+        device=dev,
+        note="our small GELU stack with Xavier init; their model was a 6+6-layer "
+        "translation Transformer",
+    )
+
+
+def last_layer_scaling(init, dev: str) -> Claim:
+    d_lo, d_hi = min(init.depths), max(init.depths)
     post_last = init.profile("post", d_hi)[-1] / init.profile("post", d_lo)[-1]
     pre_last = init.profile("pre", d_hi)[-1] / init.profile("pre", d_lo)[-1]
     theory = math.sqrt(d_lo / d_hi)
-    ok = 0.5 <= post_last <= 2 and pre_last < 0.75
-    claims.append(
-        Claim(
-            id="prepost.last_layer_scaling",
-            chapter=CHAPTER,
-            claim="Last-layer gradient at init: independent of depth L for Post-LN, shrinking like "
-            "1/√L for Pre-LN",
-            source=f"{XIONG}, Theorem 1",
-            measured=f"last-layer gradient, {d_hi} vs {d_lo} layers: Post-LN ×{post_last:.2f}, "
-            f"Pre-LN ×{pre_last:.2f} (1/√L predicts ×{theory:.2f})",
-            verdict="confirmed" if ok else "not reproduced",
-            device=dev,
-        )
+    return Claim(
+        id="prepost.last_layer_scaling",
+        chapter=CHAPTER,
+        claim="Last-layer gradient at init: independent of depth L for Post-LN, shrinking like "
+        "1/√L for Pre-LN",
+        source=f"{XIONG}, Theorem 1",
+        measured=f"last-layer gradient, {d_hi} vs {d_lo} layers: Post-LN ×{post_last:.2f}, "
+        f"Pre-LN ×{pre_last:.2f} (1/√L predicts ×{theory:.2f})",
+        verdict=verdict(0.5 <= post_last <= 2 and pre_last < 0.75),
+        device=dev,
     )
 
+
+def warmup(stab, dev: str) -> Claim:
     post_nw, post_w = stab.run("post", False), stab.run("post", True)
     pre_nw, pre_w = stab.run("pre", False), stab.run("pre", True)
-
-    outcome = _outcome
     pattern = expected_stability(stab) and pre_w.trained
-    claims.append(
-        Claim(
-            id="prepost.warmup",
-            chapter=CHAPTER,
-            claim="Deep Post-LN needs learning-rate warm-up to train; Pre-LN trains without it",
-            source=XIONG,
-            measured=f"{stab.depth} layers, Adam lr {stab.lr:g}, {stab.steps} steps: Post-LN "
-            f"{outcome(post_nw)} without / {outcome(post_w)} with warm-up; Pre-LN "
-            f"{outcome(pre_nw)} / {outcome(pre_w)} (final losses {post_nw.final_loss:.2f}, "
-            f"{post_w.final_loss:.2f}, {pre_nw.final_loss:.2f}, {pre_w.final_loss:.2f})",
-            verdict="confirmed" if pattern else "depends",
-            device=dev,
-            note="without warm-up Post-LN stalls on a plateau rather than producing NaNs"
-            if pattern and not post_nw.diverged
-            else "",
-        )
+    return Claim(
+        id="prepost.warmup",
+        chapter=CHAPTER,
+        claim="Deep Post-LN needs learning-rate warm-up to train; Pre-LN trains without it",
+        source=XIONG,
+        measured=f"{stab.depth} layers, Adam lr {stab.lr:g}, {stab.steps} steps: Post-LN "
+        f"{_outcome(post_nw)} without / {_outcome(post_w)} with warm-up; Pre-LN "
+        f"{_outcome(pre_nw)} / {_outcome(pre_w)} (final losses {post_nw.final_loss:.2f}, "
+        f"{post_w.final_loss:.2f}, {pre_nw.final_loss:.2f}, {pre_w.final_loss:.2f})",
+        verdict=verdict(pattern, otherwise="depends"),
+        device=dev,
+        note="without warm-up Post-LN stalls on a plateau rather than producing NaNs"
+        if pattern and not post_nw.diverged
+        else "",
     )
-    claims.append(
-        Claim(
-            id="prepost.shallow_fine",
-            chapter=CHAPTER,
-            claim="For shallow models (6–12 layers) both Post-Norm and Pre-Norm work fine",
-            source=THIS_CHAPTER,
-            measured=f"{stab.depth}-layer Post-LN at lr {stab.lr:g}: {outcome(post_nw)} without "
-            f"warm-up, {outcome(post_w)} with it",
-            verdict="confirmed" if post_nw.trained else "depends",
-            device=dev,
-            note="" if post_nw.trained else "fine with warm-up (or a lower learning rate)",
-        )
+
+
+def shallow_fine(stab, dev: str) -> Claim:
+    post_nw, post_w = stab.run("post", False), stab.run("post", True)
+    return Claim(
+        id="prepost.shallow_fine",
+        chapter=CHAPTER,
+        claim="For shallow models (6–12 layers) both Post-Norm and Pre-Norm work fine",
+        source=THIS_CHAPTER,
+        measured=f"{stab.depth}-layer Post-LN at lr {stab.lr:g}: {_outcome(post_nw)} without "
+        f"warm-up, {_outcome(post_w)} with it",
+        verdict=verdict(post_nw.trained, otherwise="depends"),
+        device=dev,
+        note="" if post_nw.trained else "fine with warm-up (or a lower learning rate)",
     )
+
+
+def ln_count() -> Claim:
+    from ..transformer import GPTConfig, TinyGPT, count_norms
 
     n12_pre = count_norms(TinyGPT(GPTConfig(n_layers=12, placement="pre")))
     n12_post = count_norms(TinyGPT(GPTConfig(n_layers=12, placement="post")))
-    claims += [
-        Claim(
-            id="prepost.ln_count",
-            chapter=CHAPTER,
-            claim="A 12-layer Pre-Norm Transformer has 25 LayerNorms: 2 per block plus a final one",
-            source="Radford et al., 2019 (GPT-2: a norm per sub-block and a final one)",
-            measured=f"normedu TinyGPT, 12 layers: Pre-LN {n12_pre}, Post-LN {n12_post} "
-            "(no final norm)",
-            verdict="confirmed" if n12_pre == 25 else "not reproduced",
-        ),
-        Claim(
-            id="prepost.post_quality",
-            chapter=CHAPTER,
-            claim="When its training is stable, Post-LN can reach slightly better final quality",
-            source="Liu et al., 2020 (EMNLP); Takase et al., 2023 (Findings of ACL)",
-            measured="not measured here (needs full-size training to convergence)",
-            verdict="cited",
-            device="—",
-        ),
-        Claim(
-            id="prepost.who_uses",
-            chapter=CHAPTER,
-            claim="GPT-2, GPT-3 and LLaMA use Pre-Norm (LLaMA with RMSNorm)",
-            source="Radford et al., 2019; Brown et al., 2020 (NeurIPS); "
-            + cite("touvron2023llama"),
-            measured="architecture descriptions in the papers",
-            verdict="cited",
-            device="—",
-        ),
-    ]
-    wide = wide_check(preset)
-    ref = {p: wide.get("nn.TransformerEncoderLayer", p).last_over_first for p in ("post", "pre")}
-    ours = {p: wide.get("TinyGPT", p).last_over_first for p in ("post", "pre")}
-    setting = f"d_model {wide.size.d_model}, {wide.size.n_layers} layers, {wide.size.seeds} seeds: "
-    pre_dirs = {trend(ref["pre"]), trend(ours["pre"])}
-    claims += [
-        Claim(
-            id="prepost.post_grows_wide",
-            chapter=CHAPTER,
-            claim="At initialization Post-LN's FFN-W2 gradient grows toward the output layers, "
-            "at the paper's width",
-            source=f"{XIONG}, Fig. 3",
-            measured=setting
-            + f"last/first {ref['post']:.2f} in torch.nn.TransformerEncoderLayer (seeds "
-            + _seeds(wide.get("nn.TransformerEncoderLayer", "post"))
-            + f"), {ours['post']:.2f} in TinyGPT (seeds {_seeds(wide.get('TinyGPT', 'post'))})",
-            verdict=post_wide_verdict(wide),
-            device=_device("cpu"),
-        ),
-        Claim(
-            id="prepost.pre_flat_wide",
-            chapter=CHAPTER,
-            claim="At initialization Pre-LN's gradient norm is the same at every layer",
-            source=f"{XIONG}, Fig. 3",
-            measured=setting + f"last/first {ref['pre']:.2f} in torch.nn.TransformerEncoderLayer,"
-            f" {ours['pre']:.2f} in TinyGPT",
-            verdict="confirmed"
-            if pre_dirs == {"is flat"}
-            else ("depends" if "is flat" in pre_dirs else "not reproduced"),
-            device=_device("cpu"),
-            note="" if pre_dirs == {"is flat"} else "the gradient shrinks toward the output",
-        ),
-    ]
-    return claims
+    return Claim(
+        id="prepost.ln_count",
+        chapter=CHAPTER,
+        claim="A 12-layer Pre-Norm Transformer has 25 LayerNorms: 2 per block plus a final one",
+        source="Radford et al., 2019 (GPT-2: a norm per sub-block and a final one)",
+        measured=f"normedu TinyGPT, 12 layers: Pre-LN {n12_pre}, Post-LN {n12_post} "
+        "(no final norm)",
+        verdict=verdict(n12_pre == 25),
+    )
+
+
+def post_quality() -> Claim:
+    return Claim(
+        id="prepost.post_quality",
+        chapter=CHAPTER,
+        claim="When its training is stable, Post-LN can reach slightly better final quality",
+        source="Liu et al., 2020 (EMNLP); Takase et al., 2023 (Findings of ACL)",
+        measured="not measured here (needs full-size training to convergence)",
+        verdict="cited",
+        device="—",
+    )
+
+
+def who_uses() -> Claim:
+    return Claim(
+        id="prepost.who_uses",
+        chapter=CHAPTER,
+        claim="GPT-2, GPT-3 and LLaMA use Pre-Norm (LLaMA with RMSNorm)",
+        source="Radford et al., 2019; Brown et al., 2020 (NeurIPS); " + cite("touvron2023llama"),
+        measured="architecture descriptions in the papers",
+        verdict="cited",
+        device="—",
+    )
+
+
+def _wide_setting(wide) -> str:
+    return f"d_model {wide.size.d_model}, {wide.size.n_layers} layers, {wide.size.seeds} seeds: "
+
+
+def post_grows_wide(wide) -> Claim:
+    """``wide``: the chapter's :func:`~normedu.experiments.prepost.wide_check` result."""
+    ref = wide.get("nn.TransformerEncoderLayer", "post").last_over_first
+    ours = wide.get("TinyGPT", "post").last_over_first
+    return Claim(
+        id="prepost.post_grows_wide",
+        chapter=CHAPTER,
+        claim="At initialization Post-LN's FFN-W2 gradient grows toward the output layers, "
+        "at the paper's width",
+        source=f"{XIONG}, Fig. 3",
+        measured=_wide_setting(wide)
+        + f"last/first {ref:.2f} in torch.nn.TransformerEncoderLayer (seeds "
+        + _seeds(wide.get("nn.TransformerEncoderLayer", "post"))
+        + f"), {ours:.2f} in TinyGPT (seeds {_seeds(wide.get('TinyGPT', 'post'))})",
+        verdict=post_wide_verdict(wide),
+        device=_device("cpu"),
+    )
+
+
+def pre_flat_wide(wide) -> Claim:
+    ref = wide.get("nn.TransformerEncoderLayer", "pre").last_over_first
+    ours = wide.get("TinyGPT", "pre").last_over_first
+    flat = [trend(ref) == "is flat", trend(ours) == "is flat"]
+    return Claim(
+        id="prepost.pre_flat_wide",
+        chapter=CHAPTER,
+        claim="At initialization Pre-LN's gradient norm is the same at every layer",
+        source=f"{XIONG}, Fig. 3",
+        measured=_wide_setting(wide)
+        + f"last/first {ref:.2f} in torch.nn.TransformerEncoderLayer, {ours:.2f} in TinyGPT",
+        verdict=verdict_by_parts(flat),
+        device=_device("cpu"),
+        note="" if all(flat) else "the gradient shrinks toward the output",
+    )

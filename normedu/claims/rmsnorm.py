@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..ledger import Claim, cite, claims_for
+from ..claim import Claim, cite, claims_for, verdict, verdict_by_parts
 
 CHAPTER = "rmsnorm"
 #: A claim this course states without a primary source is attributed to its chapter.
@@ -166,54 +166,69 @@ def speed_savings() -> tuple[dict[str, float], tuple[int, int], str]:
 
 @claims_for(CHAPTER)
 def check() -> list[Claim]:
-    import torch
-
-    from ..experiments.rmsnorm import eps_check, param_counts, prms_check, worked_example
+    from ..experiments.rmsnorm import worked_example
 
     ex = worked_example()
-    out4 = [round(float(v), 4) for v in ex["rms_out"]]
-    claims = [
-        Claim(
-            id="rmsnorm.example_rms",
-            chapter=CHAPTER,
-            claim="For x = [2, 4, −1, 3] the RMS is √7.5 ≈ 2.7386",
-            source=ARTICLE,
-            measured=f"RMS = {ex['rms']:.6f}; √7.5 = {math.sqrt(7.5):.6f}",
-            verdict="confirmed" if abs(ex["rms"] - math.sqrt(7.5)) < 1e-12 else "not reproduced",
-        ),
-        Claim(
-            id="rmsnorm.example_out",
-            chapter=CHAPTER,
-            claim="RMSNorm([2, 4, −1, 3]) ≈ [0.7303, 1.4606, −0.3651, 1.0954]",
-            source=ARTICLE,
-            measured=f"{out4} (torch.nn.functional.rms_norm agrees: "
-            f"{bool(abs(ex['torch_rms'] - ex['rms_out']).max() < 1e-12)})",
-            verdict="confirmed" if out4 == [0.7303, 1.4606, -0.3651, 1.0954] else "not reproduced",
-        ),
-        Claim(
-            id="rmsnorm.example_mean",
-            chapter=CHAPTER,
-            claim="The RMSNorm output of that vector is not centred: its mean is 0.7303",
-            source=ARTICLE,
-            measured=f"mean {ex['rms_out_mean']:.4f} (LayerNorm: {ex['ln_mean']:.1e})",
-            verdict="confirmed" if round(ex["rms_out_mean"], 4) == 0.7303 else "not reproduced",
-        ),
-    ]
-    pc = param_counts(768)
-    claims.append(
-        Claim(
-            id="rmsnorm.params",
-            chapter=CHAPTER,
-            claim="RMSNorm drops β: D parameters per layer instead of LayerNorm's 2D",
-            source=f"{NOTES}; {PAPER}",
-            measured=f"torch.nn at D = 768: LayerNorm {pc['layernorm']}, RMSNorm {pc['rmsnorm']}",
-            verdict="confirmed"
-            if (pc["layernorm"], pc["rmsnorm"]) == (1536, 768)
-            else "not reproduced",
-            device=f"torch {torch.__version__}",
-        )
+    out = [example_rms(ex), example_out(ex), example_mean(ex), params(), *speed(), paper_7_64()]
+    out += [recentering(), backward_orthogonal(), mean_square(), *uses()]
+    return out + [prms(), torch_eps()]
+
+
+def example_rms(ex: dict) -> Claim:
+    """``ex``: :func:`normedu.experiments.rmsnorm.worked_example`."""
+    return Claim(
+        id="rmsnorm.example_rms",
+        chapter=CHAPTER,
+        claim="For x = [2, 4, −1, 3] the RMS is √7.5 ≈ 2.7386",
+        source=ARTICLE,
+        measured=f"RMS = {ex['rms']:.6f}; √7.5 = {math.sqrt(7.5):.6f}",
+        verdict=verdict(abs(ex["rms"] - math.sqrt(7.5)) < 1e-12),
     )
 
+
+def example_out(ex: dict) -> Claim:
+    out4 = [round(float(v), 4) for v in ex["rms_out"]]
+    return Claim(
+        id="rmsnorm.example_out",
+        chapter=CHAPTER,
+        claim="RMSNorm([2, 4, −1, 3]) ≈ [0.7303, 1.4606, −0.3651, 1.0954]",
+        source=ARTICLE,
+        measured=f"{out4} (torch.nn.functional.rms_norm agrees: "
+        f"{bool(abs(ex['torch_rms'] - ex['rms_out']).max() < 1e-12)})",
+        verdict=verdict(out4 == [0.7303, 1.4606, -0.3651, 1.0954]),
+    )
+
+
+def example_mean(ex: dict) -> Claim:
+    return Claim(
+        id="rmsnorm.example_mean",
+        chapter=CHAPTER,
+        claim="The RMSNorm output of that vector is not centred: its mean is 0.7303",
+        source=ARTICLE,
+        measured=f"mean {ex['rms_out_mean']:.4f} (LayerNorm: {ex['ln_mean']:.1e})",
+        verdict=verdict(round(ex["rms_out_mean"], 4) == 0.7303),
+    )
+
+
+def params() -> Claim:
+    import torch
+
+    from ..experiments.rmsnorm import param_counts
+
+    pc = param_counts(768)
+    return Claim(
+        id="rmsnorm.params",
+        chapter=CHAPTER,
+        claim="RMSNorm drops β: D parameters per layer instead of LayerNorm's 2D",
+        source=f"{NOTES}; {PAPER}",
+        measured=f"torch.nn at D = 768: LayerNorm {pc['layernorm']}, RMSNorm {pc['rmsnorm']}",
+        verdict=verdict((pc["layernorm"], pc["rmsnorm"]) == (1536, 768)),
+        device=f"torch {torch.__version__}",
+    )
+
+
+def speed() -> list[Claim]:
+    """rmsnorm.speed_10_15 and rmsnorm.speed_25, on one live timing run."""
     savings, (n, d), device = speed_savings()
     text = "; ".join(f"{k} {100 * v:+.0f}%" for k, v in savings.items())
     note = (
@@ -221,7 +236,7 @@ def check() -> list[Claim]:
         if "CPU" in device
         else "saving = 1 − t_RMS/t_LN, forward, float32"
     )
-    claims += [
+    return [
         Claim(
             id="rmsnorm.speed_10_15",
             chapter=CHAPTER,
@@ -242,122 +257,135 @@ def check() -> list[Claim]:
             device=device,
             note=note,
         ),
-        Claim(
-            id="rmsnorm.paper_7_64",
-            chapter=CHAPTER,
-            claim="RMSNorm cuts whole-model running time by 7%–64% across models "
-            "(7–9% on a Transformer; 64% is pRMSNorm on another model)",
-            source=PAPER,
-            measured="whole-model training not reproduced here",
-            verdict="cited",
-            device="—",
-        ),
     ]
-    from ..experiments.rmsnorm import backward_check, gamma_mean_square, recentre_ablation
+
+
+def paper_7_64() -> Claim:
+    return Claim(
+        id="rmsnorm.paper_7_64",
+        chapter=CHAPTER,
+        claim="RMSNorm cuts whole-model running time by 7%–64% across models "
+        "(7–9% on a Transformer; 64% is pRMSNorm on another model)",
+        source=PAPER,
+        measured="whole-model training not reproduced here",
+        verdict="cited",
+        device="—",
+    )
+
+
+def recentering() -> Claim:
+    from ..experiments.rmsnorm import recentre_ablation
 
     abl = recentre_ablation()
     v = ablation_verdicts(abl)
     bad = max(abl.size.gains)
-    claims.append(
-        Claim(
-            id="rmsnorm.recentering",
-            chapter=CHAPTER,
-            claim="Re-centring can be dropped at no cost; re-scaling is what a norm must keep",
-            source=PAPER,
-            measured=f"{abl.size.depth}-layer ReLU MLP on digits, {len(abl.size.seeds)} seeds, "
-            f"gain {bad:.2g}: "
-            + ", ".join(f"{k} {abl.mean(bad, k):.1%}" for k in abl.acc[bad])
-            + f"; RMSNorm within {v['rms_gap']:.1%} of LayerNorm at every gain",
-            verdict="confirmed"
-            if v["recentre_harmless"] and v["rescale_needed"]
-            else ("depends" if v["recentre_harmless"] or v["rescale_needed"] else "not reproduced"),
-            device=_device(),
-        )
+    return Claim(
+        id="rmsnorm.recentering",
+        chapter=CHAPTER,
+        claim="Re-centring can be dropped at no cost; re-scaling is what a norm must keep",
+        source=PAPER,
+        measured=f"{abl.size.depth}-layer ReLU MLP on digits, {len(abl.size.seeds)} seeds, "
+        f"gain {bad:.2g}: "
+        + ", ".join(f"{k} {abl.mean(bad, k):.1%}" for k in abl.acc[bad])
+        + f"; RMSNorm within {v['rms_gap']:.1%} of LayerNorm at every gain",
+        verdict=verdict_by_parts([v["recentre_harmless"], v["rescale_needed"]]),
+        device=_device(),
     )
+
+
+def backward_orthogonal() -> Claim:
+    from ..experiments.rmsnorm import backward_check
+
     bc0, bc5 = backward_check(eps=0.0), backward_check(eps=1e-5)
     orth = abs(bc0["x_dot_dx"]).max()
-    claims.append(
-        Claim(
-            id="rmsnorm.backward_orthogonal",
-            chapter=CHAPTER,
-            claim="RMSNorm's dx does not sum to zero (unlike LayerNorm's); it is orthogonal to x",
-            source=ARTICLE,
-            measured=f"random x, gamma, dout (D = 8): sum(dx) = {bc0['sum_dx'][0]:.3f}; "
-            f"x·dx = {orth:.1e} at eps = 0, {abs(bc5['x_dot_dx']).max():.1e} at eps = 1e-5 "
-            f"(closed form {abs(bc5['predicted_x_dot_dx']).max():.1e}); autograd agrees to "
-            f"{max(bc0['err_walk'], bc0['err_compact']):.0e}",
-            verdict="confirmed"
-            if orth < 1e-12 and abs(bc0["sum_dx"]).min() > 1e-3
-            else "not reproduced",
-            device="float64",
-            note="exact for eps = 0; with eps > 0, x·dx = rho (g·x) eps / (s + eps)",
-        )
+    return Claim(
+        id="rmsnorm.backward_orthogonal",
+        chapter=CHAPTER,
+        claim="RMSNorm's dx does not sum to zero (unlike LayerNorm's); it is orthogonal to x",
+        source=ARTICLE,
+        measured=f"random x, gamma, dout (D = 8): sum(dx) = {bc0['sum_dx'][0]:.3f}; "
+        f"x·dx = {orth:.1e} at eps = 0, {abs(bc5['x_dot_dx']).max():.1e} at eps = 1e-5 "
+        f"(closed form {abs(bc5['predicted_x_dot_dx']).max():.1e}); autograd agrees to "
+        f"{max(bc0['err_walk'], bc0['err_compact']):.0e}",
+        verdict=verdict(orth < 1e-12 and abs(bc0["sum_dx"]).min() > 1e-3),
+        device="float64",
+        note="exact for eps = 0; with eps > 0, x·dx = rho (g·x) eps / (s + eps)",
     )
+
+
+def mean_square() -> Claim:
+    from ..experiments.rmsnorm import gamma_mean_square
+
     gm = gamma_mean_square()
-    claims.append(
-        Claim(
-            id="rmsnorm.mean_square",
-            chapter=CHAPTER,
-            claim="RMSNorm's output has mean square 1",
-            source=ARTICLE,
-            measured=f"x/RMS(x): {gm['ms_xhat']:.4f}; gamma ⊙ x/RMS(x) with gamma ~ U(0.5, 2): "
-            f"{gm['ms_out']:.3f} (mean of gamma² {gm['mean_gamma_sq']:.3f})",
-            verdict="depends",
-            device="float64",
-            note="holds for x/RMS(x), not for the output gamma ⊙ x/RMS(x)",
-        )
+    return Claim(
+        id="rmsnorm.mean_square",
+        chapter=CHAPTER,
+        claim="RMSNorm's output has mean square 1",
+        source=ARTICLE,
+        measured=f"x/RMS(x): {gm['ms_xhat']:.4f}; gamma ⊙ x/RMS(x) with gamma ~ U(0.5, 2): "
+        f"{gm['ms_out']:.3f} (mean of gamma² {gm['mean_gamma_sq']:.3f})",
+        verdict="depends",
+        device="float64",
+        note="holds for x/RMS(x), not for the output gamma ⊙ x/RMS(x)",
     )
-    for key, model, source, verdict, says in MODELS:
-        claims.append(
-            Claim(
-                id=f"rmsnorm.uses.{key}",
-                chapter=CHAPTER,
-                claim=f"{model} uses RMSNorm",
-                source=source,
-                measured=f"what the paper says: {says}",
-                verdict=verdict,
-                device="—",
-            )
+
+
+def uses() -> list[Claim]:
+    """rmsnorm.uses.<model>: what each paper of :data:`MODELS` says about its norm."""
+    return [
+        Claim(
+            id=f"rmsnorm.uses.{key}",
+            chapter=CHAPTER,
+            claim=f"{model} uses RMSNorm",
+            source=source,
+            measured=f"what the paper says: {says}",
+            verdict=found,
+            device="—",
         )
+        for key, model, source, found, says in MODELS
+    ]
+
+
+def prms() -> Claim:
+    from ..experiments.rmsnorm import prms_check
 
     pr = prms_check()
     i6 = int(abs(pr.ps - 0.0625).argmin())
-    claims.append(
-        Claim(
-            id="rmsnorm.prms",
-            chapter=CHAPTER,
-            claim="pRMSNorm estimates the RMS from the first p% of features (p = 6.25% in the "
-            "paper) without hurting quality",
-            source=PAPER,
-            measured=f"p = 6.25%: median RMS error {100 * pr.rel_err_equal[i6]:.1f}% for features "
-            f"of equal scale, {100 * pr.rel_err_unequal[i6]:.0f}% for unequal scales; time "
-            f"{pr.time_ratio[i6]:.2f}× the full reduction (eager torch)",
-            verdict="depends",
-            device=_device(),
-            note="the estimate is only as good as the first p% of features are representative",
-        )
+    return Claim(
+        id="rmsnorm.prms",
+        chapter=CHAPTER,
+        claim="pRMSNorm estimates the RMS from the first p% of features (p = 6.25% in the "
+        "paper) without hurting quality",
+        source=PAPER,
+        measured=f"p = 6.25%: median RMS error {100 * pr.rel_err_equal[i6]:.1f}% for features "
+        f"of equal scale, {100 * pr.rel_err_unequal[i6]:.0f}% for unequal scales; time "
+        f"{pr.time_ratio[i6]:.2f}× the full reduction (eager torch)",
+        verdict="depends",
+        device=_device(),
+        note="the estimate is only as good as the first p% of features are representative",
     )
 
-    rows = eps_check()
-    tiny = next(r for r in rows if r["scale"] == 1e-3)
+
+def torch_eps() -> Claim:
+    import torch
+
+    from ..experiments.rmsnorm import eps_check
+
+    tiny = next(r for r in eps_check() if r["scale"] == 1e-3)
     eps_default = torch.finfo(torch.float32).eps
-    claims.append(
-        Claim(
-            id="rmsnorm.torch_eps",
-            chapter=CHAPTER,
-            claim="torch.nn.RMSNorm's default eps is torch.finfo(dtype).eps (1.19e-7 for float32), "
-            "not the 1e-5/1e-6 of model configs",
-            source="PyTorch documentation, torch.nn.RMSNorm (torch ≥ 2.4)",
-            measured=f"input RMS 1e-3 → output RMS {tiny['default']:.3f} (default), "
-            f"{tiny['1e-6']:.3f} (1e-6), {tiny['1e-5']:.3f} (1e-5); predicted for the default: "
-            f"{1e-3 / math.sqrt(1e-6 + eps_default):.3f}",
-            verdict="confirmed"
-            if abs(tiny["default"] - 1e-3 / math.sqrt(1e-6 + eps_default)) < 1e-3
-            else "not reproduced",
-            device=f"torch {torch.__version__}",
-        )
+    predicted = 1e-3 / math.sqrt(1e-6 + eps_default)
+    return Claim(
+        id="rmsnorm.torch_eps",
+        chapter=CHAPTER,
+        claim="torch.nn.RMSNorm's default eps is torch.finfo(dtype).eps (1.19e-7 for float32), "
+        "not the 1e-5/1e-6 of model configs",
+        source="PyTorch documentation, torch.nn.RMSNorm (torch ≥ 2.4)",
+        measured=f"input RMS 1e-3 → output RMS {tiny['default']:.3f} (default), "
+        f"{tiny['1e-6']:.3f} (1e-6), {tiny['1e-5']:.3f} (1e-5); predicted for the default: "
+        f"{predicted:.3f}",
+        verdict=verdict(abs(tiny["default"] - predicted) < 1e-3),
+        device=f"torch {torch.__version__}",
     )
-    return claims
 
 
 def _device() -> str:

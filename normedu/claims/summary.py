@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..ledger import Claim, claims_for
+from ..claim import Claim, claims_for, verdict
 
 CHAPTER = "summary"
 #: The comparison is this course's own summary: the ledger attributes it to the summary page.
@@ -146,9 +146,7 @@ def check() -> list[Claim]:
             measured=f"train-mode forward on 1 row: BatchNorm {'ok' if bn['batch1'] else 'error'}"
             f", LayerNorm {'ok' if ln['batch1'] else 'error'}, RMSNorm "
             f"{'ok' if rms['batch1'] else 'error'}",
-            verdict="confirmed"
-            if (not bn["batch1"] and ln["batch1"] and rms["batch1"])
-            else "not reproduced",
+            verdict=verdict(not bn["batch1"] and ln["batch1"] and rms["batch1"]),
             device=dev,
         ),
         Claim(
@@ -159,9 +157,7 @@ def check() -> list[Claim]:
             source=NOTES,
             measured=f"outputs unchanged by padding: BatchNorm {bn['varseq']}, LayerNorm "
             f"{ln['varseq']}, RMSNorm {rms['varseq']}",
-            verdict="confirmed"
-            if (not bn["varseq"] and ln["varseq"] and rms["varseq"])
-            else "not reproduced",
+            verdict=verdict(not bn["varseq"] and ln["varseq"] and rms["varseq"]),
             device=dev,
         ),
         Claim(
@@ -171,9 +167,7 @@ def check() -> list[Claim]:
             source=NOTES,
             measured=f"train ≠ eval output: BatchNorm {bn['modes']}, LayerNorm {ln['modes']}, "
             f"RMSNorm {rms['modes']}",
-            verdict="confirmed"
-            if (bn["modes"] and not ln["modes"] and not rms["modes"])
-            else "not reproduced",
+            verdict=verdict(bn["modes"] and not ln["modes"] and not rms["modes"]),
             device=dev,
         ),
         Claim(
@@ -183,9 +177,9 @@ def check() -> list[Claim]:
             source=NOTES,
             measured=f"C = D = {C}: BatchNorm {bn['params']} + {bn_buf} float buffers, "
             f"LayerNorm {ln['params']}, RMSNorm {rms['params']}",
-            verdict="confirmed"
-            if (bn["params"], bn_buf, ln["params"], rms["params"]) == (2 * C, 2 * C, 2 * C, C)
-            else "not reproduced",
+            verdict=verdict(
+                (bn["params"], bn_buf, ln["params"], rms["params"]) == (2 * C, 2 * C, 2 * C, C)
+            ),
             device=dev,
             note="torch also keeps an integer num_batches_tracked buffer in BatchNorm",
         ),

@@ -91,19 +91,12 @@ def _candidates(inbox: Path) -> list[Path]:
     return files
 
 
-def identify(rel: str, assignment: str, layout: str, pattern: str | None) -> tuple[str, list[str]]:
-    """``(student, notes)`` for a file at ``rel`` (posix, relative to the inbox).
-
-    Notes flag a wrong name; the file is still collected, under the expected name.
-    """
-    raw, notes = _raw_identity(rel, assignment, layout, pattern)
-    return student_id(raw), notes
-
-
 def _raw_identity(
     rel: str, assignment: str, layout: str, pattern: str | None
 ) -> tuple[str, list[str]]:
-    """``(the student's name as handed in, notes)``: before :func:`student_id`."""
+    """``(the student's name as handed in, notes)`` for a file at ``rel`` (posix, relative to
+    the inbox), before :func:`student_id`. Notes flag a wrong name; the file is still
+    collected, under the expected name."""
     notes = []
     name = rel.rsplit("/", 1)[-1]
     expected = f"{assignment}.ipynb"

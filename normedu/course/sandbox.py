@@ -17,8 +17,10 @@ Limits, stated in the instructor guide: the kernel still runs as the grading use
 network, and a fork bomb or CPU hog is bounded only by the time limits. Use a container for
 high-stakes grading.
 
-:class:`SandboxKernelManager` is the ``jupyter_client`` kernel manager that puts this wrapper
-in front of the kernel command.
+:class:`normedu.course.kernel_manager.SandboxKernelManager` is the ``jupyter_client`` kernel
+manager that puts this wrapper in front of the kernel command (or forks the kernel from a
+zygote, confined by :func:`confine`). It lives above both: this module imports neither it nor
+the zygote, which imports the confinement from here.
 """
 
 from __future__ import annotations
@@ -224,66 +226,6 @@ def main(argv: list[str] | None = None) -> None:
         readable=args.readable + connection_files(command),
     )
     os.execve(command[0], command, env)
-
-
-# -- the kernel manager ---------------------------------------------------------------------
-def _kernel_manager_class():
-    from jupyter_client.manager import AsyncKernelManager
-    from traitlets import Any, Int, List, Unicode
-
-    class SandboxKernelManager(AsyncKernelManager):
-        """An ``AsyncKernelManager`` that starts the kernel through :func:`main`, or, given a
-        ``sandbox_zygote`` (:class:`.zygote.Zygote`), forks it from there with the same
-        confinement (:func:`confine`)."""
-
-        sandbox_workdir = Unicode("").tag(config=True)
-        sandbox_memory_mb = Int(0).tag(config=True)
-        sandbox_threads = Int(1).tag(config=True)
-        sandbox_landlock = Unicode("auto").tag(config=True)
-        sandbox_readable = List(Unicode()).tag(config=True)
-        sandbox_zygote = Any(None, allow_none=True)
-
-        async def _async_launch_kernel(self, kernel_cmd, **kw):
-            from .zygote import fork_kernel
-
-            sandbox = {
-                "workdir": self.sandbox_workdir,
-                "memory_mb": self.sandbox_memory_mb,
-                "threads": self.sandbox_threads,
-                "landlock": self.sandbox_landlock,
-                "readable": list(self.sandbox_readable),
-            }
-            # Without a zygote (or with one that died): through the wrapper, confined the same.
-            if not fork_kernel(
-                self, self.sandbox_zygote, kernel_cmd, sandbox, self.sandbox_workdir
-            ):
-                await super()._async_launch_kernel(kernel_cmd, **kw)
-
-        def format_kernel_cmd(self, extra_arguments=None):
-            cmd = super().format_kernel_cmd(extra_arguments)
-            if not self.sandbox_workdir:
-                raise ValueError("SandboxKernelManager needs sandbox_workdir")
-            wrapper = [
-                sys.executable, "-m", "normedu.course.sandbox",
-                "--workdir", self.sandbox_workdir,
-                "--memory-mb", str(self.sandbox_memory_mb),
-                "--threads", str(self.sandbox_threads),
-                "--landlock", self.sandbox_landlock,
-            ]  # fmt: skip
-            for path in self.sandbox_readable:
-                wrapper += ["--readable", path]
-            return [*wrapper, "--", *cmd]
-
-    return SandboxKernelManager
-
-
-def __getattr__(name: str):
-    # Built lazily: the wrapper itself must start without importing jupyter_client.
-    if name == "SandboxKernelManager":
-        cls = _kernel_manager_class()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
 
 
 if __name__ == "__main__":

@@ -206,7 +206,7 @@ def _settings(job: dict, kernel_name: str = "python3") -> KernelSettings:
 
 
 def _kernel_manager(settings: KernelSettings, workdir: Path, zygote=None):
-    from .sandbox import SandboxKernelManager
+    from .kernel_manager import SandboxKernelManager
 
     return SandboxKernelManager(
         kernel_name=settings.kernel_name,

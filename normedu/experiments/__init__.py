@@ -9,30 +9,14 @@ registered one and stores its output.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from .scale import REGISTRY, scale_experiment, stored_result, threads
+
 __all__ = ["scale_experiment", "registered", "threads", "stored_result"]
-
-_REGISTRY: dict[str, Callable[[str], dict[str, Any]]] = {}
-
-
-def scale_experiment(name: str):
-    """Register ``fn(preset) -> JSON-serialisable dict`` as the stored experiment ``name``.
-
-    ``preset`` is ``"cpu"`` or ``"cuda"`` (a key of the module's ``SIZES``).
-    """
-
-    def register(fn: Callable[[str], dict[str, Any]]):
-        if name in _REGISTRY and _REGISTRY[name] is not fn:
-            raise ValueError(f"scale experiment {name!r} registered twice")
-        _REGISTRY[name] = fn
-        return fn
-
-    return register
 
 
 def registered() -> dict[str, Callable[[str], dict[str, Any]]]:
@@ -40,32 +24,4 @@ def registered() -> dict[str, Callable[[str], dict[str, Any]]]:
     for mod in pkgutil.iter_modules(__path__):
         if not mod.name.startswith("_"):
             importlib.import_module(f"{__name__}.{mod.name}")
-    return dict(_REGISTRY)
-
-
-@contextlib.contextmanager
-def threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``torch.set_num_threads(n)`` (None: unchanged), then restore.
-
-    Tiny models run faster on one thread: with two, the threads fight over the cores and a
-    step can take ten times longer on a loaded machine.
-    """
-    import torch
-
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
-def stored_result(name: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(data, provenance)`` of ``results/gpu/<name>.json``, or None if never stored."""
-    from ..results import load_stored
-
-    record = load_stored(name)
-    return None if record is None else (record["data"], record["provenance"])
+    return dict(REGISTRY)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..conventions import DEFAULT_EPS
 from ..device import pick_device, preset_name
-from . import scale_experiment, threads
+from .scale import scale_experiment, threads
 
 __all__ = [
     "JacobianDemo",

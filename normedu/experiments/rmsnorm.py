@@ -214,7 +214,7 @@ def _time_partial(x: np.ndarray, ps) -> np.ndarray:
     import torch
 
     from ..timing import Timer, inner_for, interleaved
-    from . import threads
+    from .scale import threads
 
     xt = torch.from_numpy(x)
     timer = Timer("cpu")
@@ -272,15 +272,16 @@ def speed_run(progress: bool = True):
 
     Cached (via :func:`normedu.bench.run_cached`) so the chapter and its claims share it.
     """
-    from ..bench import run_cached
+    from ..bench import PRESETS, Selection, run_cached
 
     return run_cached(
-        shapes=list(SPEED_SHAPES),
-        ops=("layernorm", "rmsnorm"),
-        impls=("eager", "textbook", "compiled"),
-        passes=("fwd",),
-        dtypes=("float32",),
-        preset="quick",
+        PRESETS["quick"].override(shapes=SPEED_SHAPES),
+        Selection(
+            ops=("layernorm", "rmsnorm"),
+            impls=("eager", "textbook", "compiled"),
+            passes=("fwd",),
+            dtypes=("float32",),
+        ),
         progress=progress,
     )
 
@@ -434,7 +435,7 @@ def recentre_ablation(size: AblationSize = ABLATION) -> AblationResult:
     """
     from ..data import digits
     from ..training import accuracy, adam, train_epoch
-    from . import threads
+    from .scale import threads
 
     data = digits()
     acc: dict[float, dict[str, list[float]]] = {}

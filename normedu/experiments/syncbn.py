@@ -54,7 +54,7 @@ from ..data import digits
 from ..device import choose
 from ..distributed import COMM_SECONDS, SyncBatchNorm, run_ranks
 from ..training import accuracy
-from . import scale_experiment, threads
+from .scale import scale_experiment, threads
 
 __all__ = [
     "DDPSize",

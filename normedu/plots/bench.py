@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 from . import COLORS, HATCHES, Figure, figure
 
+# From bench's submodules, never the package: bench/__init__ imports bench/cli, which imports
+# this module, so ``from ..bench import ...`` here would close an import circle.
 if TYPE_CHECKING:  # pragma: no cover
-    from ..bench import BenchResult
+    from ..bench.report import BenchResult
 
 
 def headline_shape(res: BenchResult, pass_: str = "fwd", dtype: str = "float32") -> tuple[int, int]:
@@ -26,7 +28,7 @@ def headline_shape(res: BenchResult, pass_: str = "fwd", dtype: str = "float32")
 
 
 def _panel(ax, res: BenchResult, title: str, pass_: str, dtype: str) -> None:
-    from ..bench import IMPLS
+    from ..bench.variants import IMPLS
 
     n, d = headline_shape(res, pass_, dtype)
     rows = [
@@ -99,7 +101,7 @@ def bench_figure(
 
 def time_figure(res: BenchResult, pass_: str = "fwd", dtype: str = "float32") -> Figure:
     """Median time (ms, log scale) per implementation and op at every measured shape."""
-    from ..bench import IMPLS
+    from ..bench.variants import IMPLS
 
     shapes = sorted(
         {(r["n"], r["d"]) for r in res.rows() if r["pass_"] == pass_ and r["dtype"] == dtype},
@@ -144,12 +146,6 @@ def time_figure(res: BenchResult, pass_: str = "fwd", dtype: str = "float32") ->
         ax.legend(fontsize=7)
     fig.suptitle(f"Time per call with min–max range: {_short(res.device)}")
     return fig
-
-
-def _rows_at(res: BenchResult, n: int, d: int, pass_: str, dtype: str) -> list[dict]:
-    return [
-        r for r in res.rows() if (r["n"], r["d"], r["pass_"], r["dtype"]) == (n, d, pass_, dtype)
-    ]
 
 
 def _short(device: str) -> str:

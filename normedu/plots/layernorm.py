@@ -18,7 +18,6 @@ __all__ = [
     "layernorm_frames",
     "layernorm_animation",
     "strip_external_links",
-    "gamma_histogram",
     "gamma_beta_histograms",
     "affine_curves",
     "walkthrough_table",
@@ -191,26 +190,6 @@ def layernorm_animation(
         html = anim.to_jshtml(default_mode="once")
     html = re.sub(r"<img id=", lambda _: f'<img alt="{escape(alt)}" id=', html, count=1)
     return strip_external_links(html)
-
-
-def gamma_histogram(
-    gamma: np.ndarray,
-    bands: Mapping[str, tuple[float, float]] | None = None,
-    title: str = "Learned LayerNorm γ after training",
-) -> Figure:
-    """Histogram of learned gamma values, with optional shaded bands (e.g. the claimed ranges)."""
-    g = np.asarray(gamma, dtype=float).ravel()
-    fig, ax = figure(width=7, height=3.8)
-    ax.hist(g, bins=50, color=COLORS["layernorm"], alpha=0.85, label=f"γ ({g.size} values)")
-    ax.axvline(1.0, color="black", ls="--", lw=1, label="initial value 1")
-    palette = [COLORS["batchnorm"], COLORS["rmsnorm"], COLORS["groupnorm"]]
-    for k, (name, (a, b)) in enumerate((bands or {}).items()):
-        ax.axvspan(a, b, color=palette[k % len(palette)], alpha=0.18, label=name)
-    ax.set_xlabel("γ")
-    ax.set_ylabel("count")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    return fig
 
 
 def gamma_beta_histograms(
