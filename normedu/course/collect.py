@@ -313,7 +313,6 @@ def collect(
     out = collect_record_path(course, assignment)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1, sort_keys=True))
-    from .students import sync_names
-
-    sync_names(course)
+    # The names reach the gradebook at the next autograde (students.sync_names): nbgrader
+    # knows a student only once one is graded, and calling it here closed an import circle.
     return results, unplaced
