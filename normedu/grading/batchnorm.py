@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a table's causes are one line each: a message reads best beside its variant)
 """Checks for the ``batchnorm`` assignment (numpy; x of shape (N, C), PyTorch's conventions).
 
 Student functions:
@@ -44,25 +45,9 @@ __all__ = [
     "check_backward_on",
 ]
 
-AXIS = "you normalized each sample over its features (axis 1); BatchNorm normalizes each feature over the batch: mean and variance along axis 0"  # noqa: E501
-UNBIASED = "your variance divides by N−1; BatchNorm normalizes with the biased variance (divide by N, np.var's default ddof=0)"  # noqa: E501
-NO_CENTER = "you forgot to subtract the batch mean before dividing"
-RUNNING_IN_TRAIN = "in training mode normalize with the statistics of the current batch, not with running_mean/running_var"  # noqa: E501
-ONE_PASS = "E[x²] − E[x]² loses all precision when the data has a large offset; compute the variance of the centered data, mean((x − μ)²) (or np.var)"  # noqa: E501
-RV_BIASED = "running_var must store the unbiased batch variance (divide by N−1), as PyTorch does; only the normalization uses the biased one"  # noqa: E501
-MOMENTUM = "momentum weights the NEW batch statistic: running = (1 − momentum)·running + momentum·batch (PyTorch's convention; CS231n's 0.9 weights the old value)"  # noqa: E501
-NOT_UPDATED = "the running statistics were not updated in training mode: running = (1 − momentum)·running + momentum·batch"  # noqa: E501
-RV_STD = "running_var must hold a variance, not a standard deviation"
-EVAL_BATCH = "in eval mode (training=False) normalize with running_mean and running_var, not with the batch statistics"  # noqa: E501
-EVAL_UPDATES = "eval mode (training=False) must return the running statistics unchanged"
-DX_VAR = "dx is missing the term that comes from the variance depending on x: dx = (γ/σ)·(dout − mean(dout) − x̂·mean(dout·x̂)), means over the batch"  # noqa: E501
-DX_MEAN = "dx is missing the term that comes from the mean depending on x: subtract mean(γ·dout) over the batch"  # noqa: E501
-DX_CONST = "dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (γ/σ)·(dout − mean(dout) − x̂·mean(dout·x̂))"  # noqa: E501
-DX_GAMMA = "dx must be multiplied by γ (the upstream gradient reaches x̂ as γ·dout)"
-DX_UNBIASED = "your backward uses the unbiased variance; the forward normalizes with the biased one (divide by N)"  # noqa: E501
-DG_X = "dγ = Σ dout·x̂ over the batch (the normalized input x̂), not dout·x"
-DG_MEAN = "dγ and dβ are sums over the batch axis, not means"
-DG_AXIS = "dγ and dβ are sums over the batch (axis 0), one value per feature"
+AXIS = "you normalized each sample over its features (axis 1); BatchNorm normalizes each feature over the batch: mean and variance along axis 0"
+UNBIASED = "your variance divides by N−1; BatchNorm normalizes with the biased variance (divide by N, np.var's default ddof=0)"
+EVAL_BATCH = "in eval mode (training=False) normalize with running_mean and running_var, not with the batch statistics"
 
 
 def _bn(p: Probe, axes=0, **switches) -> np.ndarray:
@@ -86,38 +71,42 @@ BATCHNORM = NormTable(
     name="BatchNorm",
     inputs=("x", "gamma", "beta", "running_mean", "running_var"),
     reference=ref.batch_norm,
-    outputs=(("out", "x"), ("new_running_mean", "running_mean"), ("new_running_var", "running_var")),  # noqa: E501
+    outputs=(("out", "x"), ("new_running_mean", "running_mean"), ("new_running_var", "running_var")),
     causes=[
         (AXIS, lambda p: _bn(p, 1)),
         *switched(_bn, unbiased=UNBIASED, eps_outside=EPS_OUT, no_sqrt=NO_SQRT),
-        (NO_CENTER, lambda p: p.x / np.sqrt(p.x.var(axis=0) + p.eps) * p.gamma + p.beta),
+        ("you forgot to subtract the batch mean before dividing", lambda p: p.x / np.sqrt(p.x.var(axis=0) + p.eps) * p.gamma + p.beta),
         *switched(_bn, no_beta=NO_BETA, no_gamma=NO_GAMMA, swapped=SWAPPED),
-        (RUNNING_IN_TRAIN, _with_running),
-        *switched(_bn, one_pass=ONE_PASS),
-        (UNBIASED + " (and ε belongs inside the square root)",
-         lambda p: (p.x - p.x.mean(0)) / (p.x.std(0, ddof=1) + p.eps) * p.gamma + p.beta),
+        ("in training mode normalize with the statistics of the current batch, not with running_mean/running_var", _with_running),
+        *switched(_bn, one_pass="E[x²] − E[x]² loses all precision when the data has a large offset; compute the variance of the centered data, mean((x − μ)²) (or np.var)"),
+        (UNBIASED + " (and ε belongs inside the square root)", lambda p: (p.x - p.x.mean(0)) / (p.x.std(0, ddof=1) + p.eps) * p.gamma + p.beta),
     ],
     backward_inputs=("dout", "x", "gamma"),
     backward_reference=ref.batch_norm_backward,
     grads=(("dx", "x"), ("dgamma", "gamma"), ("dbeta", "beta")),
     grad_checks=[
-        (("dgamma", "dbeta"), param_grad_causes(lambda p: normalize(p.x, 0, eps=p.eps), lambda p: (0,), DG_X, DG_MEAN)),  # noqa: E501
+        (("dgamma", "dbeta"), param_grad_causes(
+            lambda p: normalize(p.x, 0, eps=p.eps), lambda p: (0,),
+            uses_x="dγ = Σ dout·x̂ over the batch (the normalized input x̂), not dout·x",
+            means="dγ and dβ are sums over the batch axis, not means")),
         (("dx",), [
-            *switched(_dx, constants=DX_CONST, no_var_term=DX_VAR, no_mean_term=DX_MEAN),
-            *switched(_dx, dx_no_gamma=DX_GAMMA, unbiased=DX_UNBIASED),
+            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (γ/σ)·(dout − mean(dout) − x̂·mean(dout·x̂))"),
+            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: dx = (γ/σ)·(dout − mean(dout) − x̂·mean(dout·x̂)), means over the batch"),
+            *switched(_dx, no_mean_term="dx is missing the term that comes from the mean depending on x: subtract mean(γ·dout) over the batch"),
+            *switched(_dx, dx_no_gamma="dx must be multiplied by γ (the upstream gradient reaches x̂ as γ·dout)"),
+            *switched(_dx, unbiased="your backward uses the unbiased variance; the forward normalizes with the biased one (divide by N)"),
             (AXIS, lambda p: _dx(p, 1)),
         ]),
     ],
     relations=lambda p: norm_relations(p.x, 0, p.gamma, p.beta, p.eps),
     eps_ignored=EPS_IGNORED,
     affine=("gamma", "beta"),
-    grad_shape_hint=DG_AXIS,
+    grad_shape_hint="dγ and dβ are sums over the batch (axis 0), one value per feature",
 )  # fmt: skip
 
 #: Eval mode's causes: the batch statistics instead of the running ones, and the usual ones.
 EVAL_CAUSES = [
-    (EVAL_BATCH, lambda p: _bn(p)),
-    (EVAL_BATCH, lambda p: _bn(p, ddof=1)),
+    (EVAL_BATCH, lambda p: _bn(p), lambda p: _bn(p, ddof=1)),
     (EPS_OUT, lambda p: _with_running(p, eps_outside=True)),
     (NO_BETA, lambda p: _with_running(p.replace(beta=None))),
     (NO_GAMMA, lambda p: _with_running(p.replace(gamma=None))),
@@ -125,25 +114,27 @@ EVAL_CAUSES = [
 
 
 def _running_hypotheses(x, rm, rv, momentum) -> list[Hypothesis]:
-    n = x.shape[0]
-    mu, var = x.mean(0), x.var(0)
+    """The running statistics' mistakes, as (new_running_mean, new_running_var)."""
+    n, mu, var = x.shape[0], x.mean(0), x.var(0)
     unb = var * n / (n - 1)
 
-    def new(old_weight, m, v):  # running = old_weight * running + (1 - old_weight) * batch
+    def new(old_weight, v):  # running = old_weight * running + (1 - old_weight) * batch
         return lambda: (
-            old_weight * rm + (1 - old_weight) * m,
+            old_weight * rm + (1 - old_weight) * mu,
             old_weight * rv + (1 - old_weight) * v,
-        )  # noqa: E501
+        )
 
     keep = 1 - momentum
+    momentum_msg = "momentum weights the NEW batch statistic: running = (1 − momentum)·running + momentum·batch (PyTorch's convention; CS231n's 0.9 weights the old value)"
+    std_msg = "running_var must hold a variance, not a standard deviation"
     return [
-        (RV_BIASED, new(keep, mu, var)),
-        (MOMENTUM, new(momentum, mu, unb)),
-        (MOMENTUM + "; also, running_var stores the unbiased variance", new(momentum, mu, var)),
-        (NOT_UPDATED, lambda: (rm, rv)),
-        (RV_STD, new(keep, mu, np.sqrt(unb))),
-        (RV_STD, new(keep, mu, np.sqrt(var))),
-    ]
+        ("running_var must store the unbiased batch variance (divide by N−1), as PyTorch does; only the normalization uses the biased one", new(keep, var)),
+        (momentum_msg, new(momentum, unb)),
+        (momentum_msg + "; also, running_var stores the unbiased variance", new(momentum, var)),
+        ("the running statistics were not updated in training mode: running = (1 − momentum)·running + momentum·batch", lambda: (rm, rv)),
+        (std_msg, new(keep, np.sqrt(unb))),
+        (std_msg, new(keep, np.sqrt(var))),
+    ]  # fmt: skip
 
 
 def _probe(seed: int, n: int = 8, c: int = 5, offset: float = 0.0, scale: float = 1.0, **options):
@@ -189,7 +180,9 @@ def check_forward_eval(f: Callable) -> None:
     p = _probe(5, training=False)
     _, rm_new, rv_new = BATCHNORM.run(f, p)
     if not (np.allclose(rm_new, p.running_mean) and np.allclose(rv_new, p.running_var)):
-        raise GradingError(f"the running statistics returned in eval mode changed: {EVAL_UPDATES}")
+        raise GradingError(
+            "the running statistics returned in eval mode changed: eval mode (training=False) must return the running statistics unchanged"
+        )
     BATCHNORM.check_forward(f, p, item=0, what="out (eval mode)", causes=EVAL_CAUSES)
 
 

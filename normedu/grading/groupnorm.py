@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a table's causes are one line each: a message reads best beside its variant)
 """Checks for the ``groupnorm`` assignment (numpy; x of shape (N, C, *spatial), G groups).
 
 Student functions:
@@ -47,25 +48,9 @@ __all__ = [
     "check_backward_limits",
 ]
 
-ALL_CHANNELS = "you normalized each sample over all of its channels at once (that is LayerNorm, GroupNorm with G = 1); GroupNorm splits the C channels into G groups and takes a mean and variance per group: x.reshape(N, G, -1), statistics over the last axis"  # noqa: E501
-BATCH = "your statistics include the batch axis; GroupNorm normalizes each sample on its own (per sample and group), so reduce over the group's channels and positions only, never over axis 0"  # noqa: E501
-PER_CHANNEL = "you normalized each channel on its own (that is InstanceNorm, GroupNorm with G = C); a group holds C/G channels, and its mean and variance are taken over all of them together"  # noqa: E501
-INTERLEAVED = "your groups are not blocks of adjacent channels: group 0 must hold channels 0 .. C/G − 1 (x.reshape(N, G, -1)); a reshape such as (N, C // G, G, ...) or (N, -1, G) puts channels of different groups together"  # noqa: E501
-UNBIASED = "your variance divides by M−1; GroupNorm normalizes with the biased variance: divide by M, the number of values in the group (C/G channels times every position), np.var's default ddof=0"  # noqa: E501
-ONE_PASS = "E[x²] − E[x]² loses all precision when the data has a large offset; compute the variance of the centered values, mean((x − μ)²) (or np.var)"  # noqa: E501
-SPATIAL = "your function must accept any number of spatial axes: (N, C), (N, C, L), (N, C, H, W), (N, C, D, H, W); take N, C = x.shape[:2] and reshape to (N, G, -1) instead of unpacking N, C, H, W"  # noqa: E501
-DTYPE = "float32 input must give float32 output, as in PyTorch; do not convert x to float64 (or cast the result back with .astype(x.dtype))"  # noqa: E501
-NO_ERROR = "C not divisible by G must raise a ValueError: a reshape to (N, G, -1) can succeed anyway and silently mix channels of different groups; check C % G and raise ValueError naming C and G"  # noqa: E501
-DX_VAR = "dx is missing the term that comes from the variance depending on x: per (sample, group) row, dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ[c]·dout"  # noqa: E501
-DX_MEAN = "dx is missing the term that comes from the mean depending on x: subtract mean(γ[c]·dout) over each (sample, group) row"  # noqa: E501
-DX_CONST = "dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) per group"  # noqa: E501
-DX_GAMMA = "dx must include γ: the upstream gradient reaches x̂ as g = γ[c]·dout"
-DX_GAMMA_AFTER = "γ must multiply dout before the group means (g = γ[c]·dout, then the means over the group): γ differs between the channels of one group, so multiplying LayerNorm's dx by γ afterwards is wrong"  # noqa: E501
+SPATIAL = "your function must accept any number of spatial axes: (N, C), (N, C, L), (N, C, H, W), (N, C, D, H, W); take N, C = x.shape[:2] and reshape to (N, G, -1) instead of unpacking N, C, H, W"
+NO_ERROR = "C not divisible by G must raise a ValueError: a reshape to (N, G, -1) can succeed anyway and silently mix channels of different groups; check C % G and raise ValueError naming C and G"
 DX_UNBIASED = "your backward uses the unbiased variance; the forward normalizes with the biased one"
-DX_GROUPS = "the means in your dx are not taken over the same (sample, group) rows as the forward's statistics: reshape g = γ[c]·dout to (N, G, -1) and average over the last axis"  # noqa: E501
-DG_X = "dγ = Σ dout·x̂ (the normalized input x̂), not dout·x"
-DG_MEAN = "dγ and dβ are sums over N and the spatial axes, not means"
-DG_AXES = "dγ and dβ have one value per channel: sum over N and every spatial axis (axis 0 and axes 2, 3, ...)"  # noqa: E501
 
 
 def _bshape(x: np.ndarray) -> tuple[int, ...]:
@@ -136,35 +121,45 @@ GROUPNORM = NormTable(
     inputs=("x", "gamma", "beta", "G"),
     reference=ref.group_norm,
     causes=[
-        (ALL_CHANNELS, lambda p: _gn(p, 1)),
-        (PER_CHANNEL, lambda p: _gn(p, p.x.shape[1])),
-        (BATCH, lambda p: _regrouped(p, lambda n, c, G: (n, G, -1), (0, 2))),
-        (BATCH, lambda p: _affine(normalize(p.x, _param_axes(p), eps=p.eps), p.gamma, p.beta)),
-        (INTERLEAVED, lambda p: _regrouped(p, lambda n, c, G: (n, c // G, G, -1), (1, 3))),
-        (INTERLEAVED, lambda p: _regrouped(p, lambda n, c, G: (n, -1, G), 1)),
-        *switched(_gn, unbiased=UNBIASED, eps_outside=EPS_OUT, no_sqrt=NO_SQRT, no_beta=NO_BETA),
-        *switched(_gn, no_gamma=NO_GAMMA, swapped=SWAPPED, one_pass=ONE_PASS),
+        ("you normalized each sample over all of its channels at once (that is LayerNorm, GroupNorm with G = 1); GroupNorm splits the C channels into G groups and takes a mean and variance per group: x.reshape(N, G, -1), statistics over the last axis",
+         lambda p: _gn(p, 1)),
+        ("you normalized each channel on its own (that is InstanceNorm, GroupNorm with G = C); a group holds C/G channels, and its mean and variance are taken over all of them together",
+         lambda p: _gn(p, p.x.shape[1])),
+        ("your statistics include the batch axis; GroupNorm normalizes each sample on its own (per sample and group), so reduce over the group's channels and positions only, never over axis 0",
+         lambda p: _regrouped(p, lambda n, c, G: (n, G, -1), (0, 2)),
+         lambda p: _affine(normalize(p.x, _param_axes(p), eps=p.eps), p.gamma, p.beta)),
+        ("your groups are not blocks of adjacent channels: group 0 must hold channels 0 .. C/G − 1 (x.reshape(N, G, -1)); a reshape such as (N, C // G, G, ...) or (N, -1, G) puts channels of different groups together",
+         lambda p: _regrouped(p, lambda n, c, G: (n, c // G, G, -1), (1, 3)),
+         lambda p: _regrouped(p, lambda n, c, G: (n, -1, G), 1)),
+        *switched(_gn, unbiased="your variance divides by M−1; GroupNorm normalizes with the biased variance: divide by M, the number of values in the group (C/G channels times every position), np.var's default ddof=0"),
+        *switched(_gn, eps_outside=EPS_OUT, no_sqrt=NO_SQRT, no_beta=NO_BETA, no_gamma=NO_GAMMA, swapped=SWAPPED),
+        *switched(_gn, one_pass="E[x²] − E[x]² loses all precision when the data has a large offset; compute the variance of the centered values, mean((x − μ)²) (or np.var)"),
     ],
     backward_inputs=("dout", "x", "gamma", "G"),
     backward_reference=ref.group_norm_backward,
     grads=(("dx", "x"), ("dgamma", "gamma"), ("dbeta", "beta")),
     grad_checks=[
         (("dgamma", "dbeta"), [
-            *param_grad_causes(_x_hat, _param_axes, DG_X, DG_MEAN),
-            (DX_UNBIASED, lambda p: ((p.dout * _x_hat(p, ddof=1)).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),  # noqa: E501
+            *param_grad_causes(_x_hat, _param_axes,
+                               uses_x="dγ = Σ dout·x̂ (the normalized input x̂), not dout·x",
+                               means="dγ and dβ are sums over N and the spatial axes, not means"),
+            (DX_UNBIASED, lambda p: ((p.dout * _x_hat(p, ddof=1)).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),
         ]),
         (("dx",), [
-            *switched(_dx, constants=DX_CONST, no_var_term=DX_VAR, no_mean_term=DX_MEAN),
-            (DX_GAMMA_AFTER, lambda p: _dx(p, gamma_mode="after")),
-            *switched(_dx, dx_no_gamma=DX_GAMMA, unbiased=DX_UNBIASED),
-            (DX_GROUPS, lambda p: _dx(p, groups=1)),
-            (DX_GROUPS, lambda p: _dx(p, groups=p.x.shape[1])),
+            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) per group"),
+            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: per (sample, group) row, dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ[c]·dout"),
+            *switched(_dx, no_mean_term="dx is missing the term that comes from the mean depending on x: subtract mean(γ[c]·dout) over each (sample, group) row"),
+            ("γ must multiply dout before the group means (g = γ[c]·dout, then the means over the group): γ differs between the channels of one group, so multiplying LayerNorm's dx by γ afterwards is wrong",
+             lambda p: _dx(p, gamma_mode="after")),
+            *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ[c]·dout", unbiased=DX_UNBIASED),
+            ("the means in your dx are not taken over the same (sample, group) rows as the forward's statistics: reshape g = γ[c]·dout to (N, G, -1) and average over the last axis",
+             lambda p: _dx(p, groups=1), lambda p: _dx(p, groups=p.x.shape[1])),
         ]),
     ],
     eps_ignored=EPS_IGNORED,
     affine=("gamma", "beta"),
-    grad_shape_hint=DG_AXES,
-    keep_dtype=DTYPE,
+    grad_shape_hint="dγ and dβ have one value per channel: sum over N and every spatial axis (axis 0 and axes 2, 3, ...)",
+    keep_dtype="float32 input must give float32 output, as in PyTorch; do not convert x to float64 (or cast the result back with .astype(x.dtype))",
     call_hint=lambda p: None if p.x.ndim == 4 else f"For an input with {p.x.ndim} axes: {SPATIAL}",
 )  # fmt: skip
 

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a table's causes are one line each: a message reads best beside its variant)
 """Checks for the ``layernorm`` assignment (numpy; x of shape (..., D), normalized over D).
 
 Student functions:
@@ -33,22 +34,6 @@ __all__ = [
     "check_backward_on",
 ]
 
-AXIS = "you normalized over axis 0 (across the batch, like BatchNorm); LayerNorm normalizes each sample over its features: mean and variance along the last axis (axis=-1, keepdims=True)"  # noqa: E501
-AXIS_3D = "for a 3-D input (B, T, D) LayerNorm normalizes each of the B·T vectors over its D features only: reduce over the last axis (axis=-1), not over axis 0, axis 1 or several axes"  # noqa: E501
-ALL = "you normalized with the mean and variance of the whole array; LayerNorm takes them per sample, over the last axis (axis=-1, keepdims=True)"  # noqa: E501
-UNBIASED = "your variance divides by D−1; LayerNorm normalizes with the biased variance (divide by D, np.var's default ddof=0)"  # noqa: E501
-NO_CENTER = "you forgot to subtract the mean (that is RMSNorm); LayerNorm centers each row first"
-ONE_PASS = "E[x²] − E[x]² loses all precision when a row has a large offset; compute the variance of the centered row, mean((x − μ)²) (or np.var)"  # noqa: E501
-DX_VAR = "dx is missing the term that comes from the variance depending on x: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ·dout, means over the last axis"  # noqa: E501
-DX_MEAN = "dx is missing the term that comes from the mean depending on x: subtract mean(γ·dout) over the last axis"  # noqa: E501
-DX_CONST = "dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂))"  # noqa: E501
-DX_GAMMA = "dx must include γ: the upstream gradient reaches x̂ as g = γ·dout"
-DX_UNBIASED = "your backward uses the unbiased variance; the forward normalizes with the biased one (divide by D)"  # noqa: E501
-DX_AXIS = "your backward takes its means over axis 0; LayerNorm's statistics, and so the means in dx, are over the last axis"  # noqa: E501
-DG_X = "dγ = Σ dout·x̂ (the normalized input x̂), not dout·x"
-DG_MEAN = "dγ and dβ are sums over every leading axis, not means"
-DG_AXES = "dγ and dβ have one value per feature: sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0)"  # noqa: E501
-
 
 def _ln(p: Probe, axes=-1, **switches) -> np.ndarray:
     """LayerNorm of the probe over ``axes`` with :func:`normalize`'s mistake switches."""
@@ -76,41 +61,39 @@ LAYERNORM = NormTable(
     inputs=("x", "gamma", "beta"),
     reference=ref.layer_norm,
     causes=[
-        (AXIS, lambda p: _ln(p, 0)),
-        (AXIS_3D, lambda p: _ln(p, 1)),
-        (AXIS_3D, lambda p: _ln(p, (1, 2))),
-        (AXIS_3D, lambda p: _ln(p, _lead(p))),
-        (ALL, lambda p: _ln(p, tuple(range(p.x.ndim)))),
-        *switched(_ln, unbiased=UNBIASED, eps_outside=EPS_OUT, no_sqrt=NO_SQRT),
-        *switched(_ln, no_center=NO_CENTER),
-        (NO_CENTER, lambda p: p.x / np.sqrt(p.x.var(-1, keepdims=True) + p.eps) * p.gamma + p.beta),
-        *switched(_ln, no_beta=NO_BETA, no_gamma=NO_GAMMA, swapped=SWAPPED, one_pass=ONE_PASS),
+        ("you normalized over axis 0 (across the batch, like BatchNorm); LayerNorm normalizes each sample over its features: mean and variance along the last axis (axis=-1, keepdims=True)", lambda p: _ln(p, 0)),
+        ("for a 3-D input (B, T, D) LayerNorm normalizes each of the B·T vectors over its D features only: reduce over the last axis (axis=-1), not over axis 0, axis 1 or several axes",
+         lambda p: _ln(p, 1), lambda p: _ln(p, (1, 2)), lambda p: _ln(p, _lead(p))),
+        ("you normalized with the mean and variance of the whole array; LayerNorm takes them per sample, over the last axis (axis=-1, keepdims=True)", lambda p: _ln(p, tuple(range(p.x.ndim)))),
+        *switched(_ln, unbiased="your variance divides by D−1; LayerNorm normalizes with the biased variance (divide by D, np.var's default ddof=0)", eps_outside=EPS_OUT, no_sqrt=NO_SQRT),
+        ("you forgot to subtract the mean (that is RMSNorm); LayerNorm centers each row first",
+         lambda p: _ln(p, center=False), lambda p: p.x / np.sqrt(p.x.var(-1, keepdims=True) + p.eps) * p.gamma + p.beta),
+        *switched(_ln, no_beta=NO_BETA, no_gamma=NO_GAMMA, swapped=SWAPPED),
+        *switched(_ln, one_pass="E[x²] − E[x]² loses all precision when a row has a large offset; compute the variance of the centered row, mean((x − μ)²) (or np.var)"),
     ],
     backward_inputs=("dout", "x", "gamma"),
     backward_reference=ref.layer_norm_backward,
     grads=(("dx", "x"), ("dgamma", "gamma"), ("dbeta", "beta")),
     grad_checks=[
-        (
-            ("dgamma", "dbeta"),
-            param_grad_causes(
-                lambda p: _ln(p.replace(gamma=None, beta=None)), _lead, DG_X, DG_MEAN
-            ),
-        ),  # noqa: E501
-        (
-            ("dx",),
-            [
-                *switched(_dx, constants=DX_CONST, no_var_term=DX_VAR, no_mean_term=DX_MEAN),
-                *switched(_dx, dx_no_gamma=DX_GAMMA, unbiased=DX_UNBIASED),
-                (DX_AXIS, lambda p: _dx(p, 0)),
-                (DX_AXIS, _dx_means_over_axis0),
-            ],
-        ),
-    ],  # fmt: skip
+        (("dgamma", "dbeta"), param_grad_causes(
+            lambda p: _ln(p.replace(gamma=None, beta=None)), _lead,
+            uses_x="dγ = Σ dout·x̂ (the normalized input x̂), not dout·x",
+            means="dγ and dβ are sums over every leading axis, not means")),
+        (("dx",), [
+            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂))"),
+            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ·dout, means over the last axis"),
+            *switched(_dx, no_mean_term="dx is missing the term that comes from the mean depending on x: subtract mean(γ·dout) over the last axis"),
+            *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ·dout"),
+            *switched(_dx, unbiased="your backward uses the unbiased variance; the forward normalizes with the biased one (divide by D)"),
+            ("your backward takes its means over axis 0; LayerNorm's statistics, and so the means in dx, are over the last axis",
+             lambda p: _dx(p, 0), _dx_means_over_axis0),
+        ]),
+    ],
     relations=lambda p: norm_relations(p.x, -1, p.gamma, p.beta, p.eps),
     eps_ignored=EPS_IGNORED,
     affine=("gamma", "beta"),
-    grad_shape_hint=DG_AXES,
-)
+    grad_shape_hint="dγ and dβ have one value per feature: sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0)",
+)  # fmt: skip
 
 
 def _probe(shape: tuple, seed: int, offset: float = 0.0, scale: float = 1.0, eps=DEFAULT_EPS):
@@ -123,17 +106,7 @@ def _probe(shape: tuple, seed: int, offset: float = 0.0, scale: float = 1.0, eps
     return Probe(args, {"eps": eps})
 
 
-def check_forward_on(
-    f: Callable,
-    x: np.ndarray,
-    gamma: np.ndarray,
-    beta: np.ndarray,
-    eps: float = DEFAULT_EPS,
-    *,
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
-    what: str | None = None,
-) -> None:
+def check_forward_on(f, x, gamma, beta, eps=DEFAULT_EPS, *, rtol=1e-6, atol=1e-8, what=None):
     """``f(x, gamma, beta, eps=eps)`` against the reference on inputs the caller chooses.
 
     x: (..., D); gamma, beta: (D,). A float64 probe that fails is diagnosed against the

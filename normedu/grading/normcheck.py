@@ -42,8 +42,9 @@ from normedu.grading.guard import assert_no_shortcut
 
 __all__ = ["Cause", "Probe", "NormTable", "OTHER_EPS", "backward_on"]
 
-#: A known cause of a wrong result: (message, variant); ``variant(probe)`` is what it outputs.
-Cause = tuple[str, Callable[["Probe"], Any]]
+#: A known cause of a wrong result: ``(message, variant, ...)``; ``variant(probe)`` is what
+#: the mistake outputs on the probe (several variants: several ways to make it).
+Cause = tuple[Any, ...]
 
 #: The eps values a function that ignores its eps argument may use instead (0: none at all).
 OTHER_EPS = (0.0, DEFAULT_EPS, 1e-6, 1e-8)
@@ -205,7 +206,11 @@ class NormTable:
         """The causes on this probe, then "eps ignored": ``reference`` with other eps values."""
         if not self.diagnosable(probe):
             return []
-        hyps = [(message, lambda v=variant: v(probe)) for message, variant in causes]
+        hyps = [
+            (message, lambda v=variant: v(probe))
+            for message, *variants in causes
+            for variant in variants
+        ]
         if self.eps_ignored and "eps" in probe.options:
             hyps += [
                 (self.eps_ignored, lambda e=e: reference(probe.replace(eps=e)))

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (a table's causes are one line each: a message reads best beside its variant)
 """Checks for the ``rmsnorm`` assignment.
 
 Student code:
@@ -38,20 +39,6 @@ __all__ = [
     "check_module_on",
 ]
 
-CENTERED = "RMSNorm does not subtract the mean: divide x itself by sqrt(mean(x²) + ε)"
-AXIS = "you took the statistic over axis 0 (across the batch); RMSNorm normalizes each sample over its features: mean(x², axis=-1, keepdims=True)"  # noqa: E501
-AXIS_3D = "for a 3-D input (B, T, D) RMSNorm normalizes each of the B·T vectors over its D features only: reduce over the last axis (axis=-1)"  # noqa: E501
-L2 = "you divided by the L2 norm sqrt(Σx²); RMSNorm divides by the root MEAN square sqrt(mean(x²) + ε), which is √D times smaller"  # noqa: E501
-EPS_OUT = "ε must be inside the square root: x / sqrt(mean(x²) + ε), not x / (rms + ε)"
-EPS_IGNORED = "the eps argument is not used (or not inside the square root): divide by sqrt(mean(x²) + eps) with the eps you were given"  # noqa: E501
-NO_SQRT = "you divided by the mean square; divide by its square root, sqrt(mean(x²) + ε)"
-NO_GAMMA = "the scale γ is missing: out = γ · x / rms(x)"
-DX_CONST = "dx treats the RMS as a constant (dx = γ·dout/rms); it depends on x, which adds a term: dx = (1/rms)·(g − x̂·mean(g·x̂)) with g = γ·dout"  # noqa: E501
-DX_CENTER = "your dx subtracts mean(g): that term belongs to LayerNorm (it comes from the mean); RMSNorm has no mean, so dx = (1/rms)·(g − x̂·mean(g·x̂))"  # noqa: E501
-DX_GAMMA = "dx must include γ: the upstream gradient reaches x̂ as g = γ·dout"
-DG_X = "dγ = Σ dout·x̂ (the normalized input x̂ = x/rms), not dout·x"
-DG_MEAN = "dγ is a sum over every leading axis, not a mean"
-DG_AXES = "dγ has one value per feature: sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0)"  # noqa: E501
 PARAM = "weight must be a torch.nn.Parameter (self.weight = nn.Parameter(torch.ones(d))) so that the optimizer trains it"  # noqa: E501
 INIT = "weight must start at ones, so that a fresh RMSNorm only normalizes"
 
@@ -77,43 +64,44 @@ def _dx_centered(p: Probe) -> np.ndarray:
     return rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True))
 
 
+def _lead(p: Probe) -> tuple[int, ...]:
+    return tuple(range(p.x.ndim - 1))
+
+
 RMSNORM = NormTable(
     name="RMSNorm",
     inputs=("x", "gamma"),
     reference=ref.rms_norm,
     causes=[
-        (CENTERED, lambda p: normalize(p.x, -1, p.gamma, None, p.eps)),
-        (AXIS, lambda p: _rms(p, 0)),
-        (AXIS_3D, lambda p: _rms(p, 1)),
-        (AXIS_3D, lambda p: _rms(p, tuple(range(p.x.ndim - 1)))),
-        (L2, lambda p: _l2(p, p.eps)),
-        (L2, lambda p: _l2(p, 0.0)),
-        *switched(_rms, eps_outside=EPS_OUT, no_sqrt=NO_SQRT, no_gamma=NO_GAMMA),
+        ("RMSNorm does not subtract the mean: divide x itself by sqrt(mean(x²) + ε)", lambda p: normalize(p.x, -1, p.gamma, None, p.eps)),
+        ("you took the statistic over axis 0 (across the batch); RMSNorm normalizes each sample over its features: mean(x², axis=-1, keepdims=True)", lambda p: _rms(p, 0)),
+        ("for a 3-D input (B, T, D) RMSNorm normalizes each of the B·T vectors over its D features only: reduce over the last axis (axis=-1)",
+         lambda p: _rms(p, 1), lambda p: _rms(p, _lead(p))),
+        ("you divided by the L2 norm sqrt(Σx²); RMSNorm divides by the root MEAN square sqrt(mean(x²) + ε), which is √D times smaller",
+         lambda p: _l2(p, p.eps), lambda p: _l2(p, 0.0)),
+        *switched(_rms, eps_outside="ε must be inside the square root: x / sqrt(mean(x²) + ε), not x / (rms + ε)"),
+        *switched(_rms, no_sqrt="you divided by the mean square; divide by its square root, sqrt(mean(x²) + ε)"),
+        *switched(_rms, no_gamma="the scale γ is missing: out = γ · x / rms(x)"),
     ],
     backward_inputs=("dout", "x", "gamma"),
     backward_reference=ref.rms_norm_backward,
     grads=(("dx", "x"), ("dgamma", "gamma")),
     grad_checks=[
-        (
-            ("dgamma",),
-            param_grad_causes(
-                lambda p: _rms(p.replace(gamma=None)),
-                lambda p: tuple(range(p.x.ndim - 1)),
-                DG_X,
-                DG_MEAN,
-                shift=False,
-            ),
-        ),  # noqa: E501
-        (
-            ("dx",),
-            [*switched(_dx, no_var_term=DX_CONST, dx_no_gamma=DX_GAMMA), (DX_CENTER, _dx_centered)],
-        ),  # noqa: E501
-    ],  # fmt: skip
+        (("dgamma",), param_grad_causes(
+            lambda p: _rms(p.replace(gamma=None)), _lead, shift=False,
+            uses_x="dγ = Σ dout·x̂ (the normalized input x̂ = x/rms), not dout·x",
+            means="dγ is a sum over every leading axis, not a mean")),
+        (("dx",), [
+            *switched(_dx, no_var_term="dx treats the RMS as a constant (dx = γ·dout/rms); it depends on x, which adds a term: dx = (1/rms)·(g − x̂·mean(g·x̂)) with g = γ·dout"),
+            *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ·dout"),
+            ("your dx subtracts mean(g): that term belongs to LayerNorm (it comes from the mean); RMSNorm has no mean, so dx = (1/rms)·(g − x̂·mean(g·x̂))", _dx_centered),
+        ]),
+    ],
     relations=lambda p: norm_relations(p.x, -1, p.gamma, None, p.eps, center=False),
-    eps_ignored=EPS_IGNORED,
+    eps_ignored="the eps argument is not used (or not inside the square root): divide by sqrt(mean(x²) + eps) with the eps you were given",
     affine=("gamma", None),
-    grad_shape_hint=DG_AXES,
-)
+    grad_shape_hint="dγ has one value per feature: sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0)",
+)  # fmt: skip
 
 
 def _probe(shape: tuple, seed: int, scale: float = 1.0, eps: float = DEFAULT_EPS) -> Probe:
@@ -127,16 +115,7 @@ def _probe(shape: tuple, seed: int, scale: float = 1.0, eps: float = DEFAULT_EPS
     return Probe(args, {"eps": eps})
 
 
-def check_forward_on(
-    f: Callable,
-    x: np.ndarray,
-    gamma: np.ndarray,
-    eps: float = DEFAULT_EPS,
-    *,
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
-    what: str | None = None,
-) -> None:
+def check_forward_on(f, x, gamma, eps=DEFAULT_EPS, *, rtol=1e-6, atol=1e-8, what=None):
     """``f(x, gamma, eps=eps)`` against the reference on inputs the caller chooses.
 
     x: (..., D); gamma: (D,). A float64 probe that fails is diagnosed against the known
@@ -250,20 +229,9 @@ def _module_case(cls: Any, shape: tuple, seed: int, eps: float | None) -> None:
     ex, ew = torch.autograd.grad((expected * up).sum(), (x_ref, w_ref))
     if gw is None:
         raise GradingError("the weight gets no gradient: multiply the normalized x by self.weight")
-    check_against(
-        gx.double().numpy(),
-        ex.double().numpy(),
-        "the gradient with respect to x",
-        rtol=1e-4,
-        atol=1e-5,
-    )
-    check_against(
-        gw.double().numpy(),
-        ew.double().numpy(),
-        "the gradient with respect to weight",
-        rtol=1e-4,
-        atol=1e-5,
-    )
+    for got, want, name in ((gx, ex, "x"), (gw, ew, "weight")):
+        what = f"the gradient with respect to {name}"
+        check_against(got.double().numpy(), want.double().numpy(), what, rtol=1e-4, atol=1e-5)
 
 
 def check_module_forward(cls: Any) -> None:
