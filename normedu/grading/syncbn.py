@@ -28,10 +28,12 @@ from typing import Any
 import numpy as np
 
 from normedu import functional as ref
-from normedu.grading.compare import GradingError, assert_array, assert_close
-from normedu.grading.diagnose import Hypothesis, diagnose, normalize, normalize_backward
+from normedu.conventions import DEFAULT_EPS
+from normedu.grading.compare import GradingError, assert_close, unchanged
+from normedu.grading.diagnose import Hypothesis, diagnose, matches, normalize, normalize_backward
 from normedu.grading.guard import assert_no_shortcut, library_blocked
 from normedu.grading.messages import EPS_OUT, NO_BETA, NO_GAMMA, SWAPPED
+from normedu.grading.normcheck import NormTable, Probe
 
 __all__ = [
     "simulate",
@@ -199,18 +201,6 @@ def _split(a: np.ndarray, xs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
     return tuple(np.split(a, np.cumsum([len(x) for x in xs])[:-1]))
 
 
-def _matches(actual: Any, expected: Any, rtol: float, atol: float) -> bool:
-    """Nested tuples of arrays equal within tolerance (same structure, shapes and values)."""
-    if isinstance(expected, tuple):
-        return (
-            isinstance(actual, tuple)
-            and len(actual) == len(expected)
-            and all(_matches(a, e, rtol, atol) for a, e in zip(actual, expected, strict=True))
-        )
-    a, e = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    return a.shape == e.shape and bool(np.allclose(a, e, rtol=rtol, atol=atol))
-
-
 def _per_process(
     actual: tuple,
     expected: tuple,
@@ -225,7 +215,7 @@ def _per_process(
     ``actual``/``expected``: a tuple with one entry per process (an array, or a tuple of
     arrays); the hypotheses compute the same structure.
     """
-    if _matches(actual, expected, rtol, atol):
+    if matches(actual, expected, rtol, atol):
         return
     found = diagnose(actual, hypotheses, expected)
     if found is not None:
@@ -279,7 +269,7 @@ def _forward_hypotheses(xs, gamma, beta, eps) -> list[Hypothesis]:
         (UNBIASED, same(mu, var * n / max(n - 1, 1))),
         (ONE_PASS, same(mu, (x * x).mean(0) - mu * mu)),
         (EPS_OUT, lambda: _with_stats(xs, [mu] * p, [var] * p, gamma, beta, eps, "outside")),
-        (EPS_IGNORED, same(mu, var - eps + 1e-5)),
+        (EPS_IGNORED, same(mu, var - eps + DEFAULT_EPS)),
         (EPS_IGNORED, same(mu, var - eps)),
         (NO_BETA, lambda: _with_stats(xs, [mu] * p, [var] * p, gamma, None, eps)),
         (NO_GAMMA, lambda: _with_stats(xs, [mu] * p, [var] * p, np.ones_like(gamma), beta, eps)),
@@ -379,19 +369,37 @@ def _as_lists(xs) -> list[np.ndarray]:
     return xs
 
 
+#: What each simulated process takes and returns (the reference is BatchNorm of the
+#: concatenated batch; dgamma and dbeta are the process's local sums).
+SYNCBN = NormTable(
+    name="SyncBatchNorm",
+    inputs=("x", "gamma", "beta"),
+    reference=ref.batch_norm,
+    grads=(("dx", "x"), ("dgamma", "gamma"), ("dbeta", "beta")),
+    grad_shape_hint="one value per channel, summed over this process's rows",
+)
+
+
+def _simulated(fn, names, per_process, eps, backward=False) -> list:
+    """``simulate`` on copies of each process's inputs (named ``names``); every process's
+    inputs checked unchanged and its result checked like a single call's."""
+    copies = [tuple(a.copy() for a in args) for args in per_process]
+    results = simulate(fn, copies, eps=eps)
+    fn_name = getattr(fn, "__name__", "your function")
+    checked = []
+    for r, (args, after, res) in enumerate(zip(per_process, copies, results, strict=True)):
+        for name, before, now in zip(names, args, after, strict=True):
+            unchanged(before, now, name, fn_name)
+        named = dict(zip(names, args, strict=True))
+        named.setdefault("beta", named["gamma"])  # the backward has none; dbeta is shaped like it
+        probe = Probe(named)
+        outputs, hint = (SYNCBN.grads, SYNCBN.grad_shape_hint) if backward else (SYNCBN.outputs, "")
+        checked.append(SYNCBN.validate(res, probe, outputs, fn_name, hint, f" of process {r}"))
+    return checked
+
+
 def _forward(f, xs, gamma, beta, eps):
-    copies = [(x.copy(), gamma.copy(), beta.copy()) for x in xs]
-    outs = simulate(f, copies, eps=eps)
-    for (xc, gc, bc), x in zip(copies, xs, strict=True):
-        for name, before, after in (("x", x, xc), ("gamma", gamma, gc), ("beta", beta, bc)):
-            if not np.array_equal(before, after):
-                raise GradingError(
-                    f"{f.__name__} modified its input {name} in place; return new arrays"
-                )
-    return tuple(
-        assert_array(o, x.shape, f"out of process {r}")
-        for r, (o, x) in enumerate(zip(outs, xs, strict=True))
-    )
+    return tuple(_simulated(f, ("x", "gamma", "beta"), [(x, gamma, beta) for x in xs], eps))
 
 
 def _sizes(xs) -> str:
@@ -405,7 +413,7 @@ def check_forward_shapes(f: Callable) -> None:
     for dtype in (np.float64, np.float32):
         xs = [rng.standard_normal((n, 4)).astype(dtype) for n in (3, 2)]
         gamma, beta = np.ones(4, dtype), np.zeros(4, dtype)
-        _forward(f, xs, gamma, beta, 1e-5)
+        _forward(f, xs, gamma, beta, DEFAULT_EPS)
 
 
 def check_forward(
@@ -413,7 +421,7 @@ def check_forward(
     xs: Sequence[np.ndarray],
     gamma: np.ndarray,
     beta: np.ndarray,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     rtol: float = 1e-6,
     atol: float = 1e-8,
 ) -> None:
@@ -437,24 +445,9 @@ def check_forward(
 
 
 def _backward(b, douts, xs, gamma, eps):
-    per = [(d.copy(), x.copy(), gamma.copy()) for d, x in zip(douts, xs, strict=True)]
-    res = simulate(b, per, eps=eps)
-    c = xs[0].shape[1]
-    dxs, dgs, dbs = [], [], []
-    for r, (out, x) in enumerate(zip(res, xs, strict=True)):
-        if not isinstance(out, tuple) or len(out) != 3:
-            raise GradingError(f"{b.__name__} must return a tuple (dx, dgamma, dbeta)")
-        dx, dg, db = out
-        for name, v in (("dgamma", dg), ("dbeta", db)):
-            if np.shape(v) != (c,):
-                raise GradingError(
-                    f"{name} of process {r} has shape {np.shape(v)}, expected ({c},): one "
-                    "value per channel, summed over this process's rows"
-                )
-        dxs.append(assert_array(dx, x.shape, f"dx of process {r}"))
-        dgs.append(assert_array(np.asarray(dg), (c,), f"dgamma of process {r}"))
-        dbs.append(assert_array(np.asarray(db), (c,), f"dbeta of process {r}"))
-    return tuple(dxs), tuple(dgs), tuple(dbs)
+    per = [(d, x, gamma) for d, x in zip(douts, xs, strict=True)]
+    res = _simulated(b, ("dout", "x", "gamma"), per, eps, backward=True)
+    return tuple(tuple(grads) for grads in zip(*res, strict=True))
 
 
 def check_backward_shapes(b: Callable) -> None:
@@ -463,7 +456,7 @@ def check_backward_shapes(b: Callable) -> None:
     rng = np.random.default_rng(1)
     xs = [rng.standard_normal((n, 3)) for n in (2, 4)]
     douts = [rng.standard_normal(x.shape) for x in xs]
-    _backward(b, douts, xs, np.ones(3), 1e-5)
+    _backward(b, douts, xs, np.ones(3), DEFAULT_EPS)
 
 
 def check_backward(
@@ -471,7 +464,7 @@ def check_backward(
     douts: Sequence[np.ndarray],
     xs: Sequence[np.ndarray],
     gamma: np.ndarray,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     rtol: float = 1e-6,
     atol: float = 1e-8,
 ) -> None:
