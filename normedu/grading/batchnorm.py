@@ -68,7 +68,6 @@ def _with_running(p: Probe, eps_outside: bool = False) -> np.ndarray:
 
 
 BATCHNORM = NormTable(
-    name="BatchNorm",
     inputs=("x", "gamma", "beta", "running_mean", "running_var"),
     reference=ref.batch_norm,
     outputs=(("out", "x"), ("new_running_mean", "running_mean"), ("new_running_var", "running_var")),

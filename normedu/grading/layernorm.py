@@ -57,7 +57,6 @@ def _lead(p: Probe) -> tuple[int, ...]:
 
 
 LAYERNORM = NormTable(
-    name="LayerNorm",
     inputs=("x", "gamma", "beta"),
     reference=ref.layer_norm,
     causes=[

@@ -73,10 +73,7 @@ class Probe:
 
     def float64(self) -> Probe:
         """The same probe with every floating-point array in float64 (for finite differences)."""
-        return Probe(
-            {k: _as64(v) for k, v in self.args.items()},
-            self.options,
-        )
+        return Probe({k: _as64(v) for k, v in self.args.items()}, self.options)
 
     def label(self, main: str) -> str:
         """``for x of shape (4, 5) (float32), G=2, eps=1e-05``: what a message names."""
@@ -100,8 +97,8 @@ def _pick(values: Any, index: Sequence[int]) -> Any:
 
 @dataclass(frozen=True)
 class NormTable:
-    """What one norm assignment checks. Only ``name``, ``inputs`` and ``reference`` are needed
-    for a forward; ``backward_inputs``, ``backward_reference``, ``grads`` and ``grad_checks``
+    """What one norm assignment checks. Only ``inputs`` and ``reference`` are needed for a
+    forward; ``backward_inputs``, ``backward_reference``, ``grads`` and ``grad_checks``
     for a backward.
 
     - inputs: the student forward's positional inputs in order, e.g. ("x", "gamma", "beta");
@@ -124,7 +121,6 @@ class NormTable:
     - call_hint: ``call_hint(probe)``, appended to a failing call's message (None: nothing).
     """
 
-    name: str
     inputs: tuple[str, ...]
     reference: Callable[..., Any]
     outputs: tuple[tuple[str, str], ...] = (("out", "x"),)
@@ -331,16 +327,7 @@ def backward_on(table: NormTable, doc: str) -> Callable:
     """The public ``check_backward_on(b, dout, x, gamma, eps, *, rtol, atol)`` of a norm
     whose backward takes ``(dout, x, gamma, eps=eps)`` (BatchNorm, LayerNorm, RMSNorm)."""
 
-    def check_backward_on(
-        b: Callable,
-        dout: np.ndarray,
-        x: np.ndarray,
-        gamma: np.ndarray,
-        eps: float = DEFAULT_EPS,
-        *,
-        rtol: float = 1e-6,
-        atol: float = 1e-8,
-    ) -> None:
+    def check_backward_on(b, dout, x, gamma, eps=DEFAULT_EPS, *, rtol=1e-6, atol=1e-8) -> None:
         # beta is no input of the backward; it gives dbeta its shape (and its value no gradient)
         zeros = np.zeros_like(np.asarray(gamma))
         probe = Probe({"dout": dout, "x": x, "gamma": gamma, "beta": zeros}, {"eps": eps})

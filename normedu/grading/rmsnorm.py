@@ -69,7 +69,6 @@ def _lead(p: Probe) -> tuple[int, ...]:
 
 
 RMSNORM = NormTable(
-    name="RMSNorm",
     inputs=("x", "gamma"),
     reference=ref.rms_norm,
     causes=[

@@ -372,7 +372,6 @@ def _as_lists(xs) -> list[np.ndarray]:
 #: What each simulated process takes and returns (the reference is BatchNorm of the
 #: concatenated batch; dgamma and dbeta are the process's local sums).
 SYNCBN = NormTable(
-    name="SyncBatchNorm",
     inputs=("x", "gamma", "beta"),
     reference=ref.batch_norm,
     grads=(("dx", "x"), ("dgamma", "gamma"), ("dbeta", "beta")),

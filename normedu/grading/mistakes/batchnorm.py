@@ -55,11 +55,7 @@ MISTAKES = [
 ]  # fmt: skip
 
 SHORTCUTS = [
-    _s(
-        "batchnorm",
-        "batchnorm_forward",
-        "calls normedu.functional.batch_norm",
-        """import numpy as np
+    _s("batchnorm", "batchnorm_forward", "calls normedu.functional.batch_norm", """import numpy as np
 from normedu import functional as F
 
 
@@ -67,18 +63,12 @@ def batchnorm_forward(x, gamma, beta, running_mean, running_var, training=True,
                       momentum=0.1, eps=1e-5):
     return F.batch_norm(x, gamma=gamma, beta=beta, running_mean=running_mean,
                         running_var=running_var, training=training, momentum=momentum, eps=eps)
-""",
-    ),
-    _s(
-        "batchnorm",
-        "batchnorm_backward",
-        "calls normedu's backward through an alias",
-        """import numpy as np
+"""),
+    _s("batchnorm", "batchnorm_backward", "calls normedu's backward through an alias", """import numpy as np
 from normedu.functional import batch_norm_backward as helper
 
 
 def batchnorm_backward(dout, x, gamma, eps=1e-5):
     return helper(dout, x, gamma, eps)
-""",
-    ),
-]
+"""),
+]  # fmt: skip

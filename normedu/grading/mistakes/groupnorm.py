@@ -59,11 +59,7 @@ MISTAKES = [
 ]  # fmt: skip
 
 SHORTCUTS = [
-    _s(
-        "groupnorm",
-        "groupnorm_forward",
-        "calls torch.nn.functional.group_norm",
-        """import numpy as np
+    _s("groupnorm", "groupnorm_forward", "calls torch.nn.functional.group_norm", """import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -71,18 +67,12 @@ import torch.nn.functional as F
 def groupnorm_forward(x, gamma, beta, G, eps=1e-5):
     t = F.group_norm(torch.from_numpy(x), G, torch.from_numpy(gamma), torch.from_numpy(beta), eps)
     return t.numpy()
-""",
-    ),
-    _s(
-        "groupnorm",
-        "groupnorm_backward",
-        "calls normedu's backward through an alias",
-        """import numpy as np
+"""),
+    _s("groupnorm", "groupnorm_backward", "calls normedu's backward through an alias", """import numpy as np
 from normedu.functional import group_norm_backward as helper
 
 
 def groupnorm_backward(dout, x, gamma, G, eps=1e-5):
     return helper(dout, x, G, gamma, eps)
-""",
-    ),
-]
+"""),
+]  # fmt: skip

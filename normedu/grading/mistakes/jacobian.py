@@ -30,29 +30,19 @@ MISTAKES = [
 ]  # fmt: skip
 
 SHORTCUTS = [
-    _s(
-        "jacobian",
-        "layernorm_jacobian",
-        "calls normedu.functional.layer_norm_jacobian",
-        """import numpy as np
+    _s("jacobian", "layernorm_jacobian", "calls normedu.functional.layer_norm_jacobian", """import numpy as np
 import normedu.functional as nf
 
 
 def layernorm_jacobian(x, eps=1e-5):
     return nf.layer_norm_jacobian(x, eps)
-""",
-    ),
-    _s(
-        "jacobian",
-        "layernorm_jacobian",
-        "torch.autograd.functional.jacobian",
-        """import numpy as np
+"""),
+    _s("jacobian", "layernorm_jacobian", "torch.autograd.functional.jacobian", """import numpy as np
 
 
 def layernorm_jacobian(x, eps=1e-5):
     import torch
     f = lambda t: (t - t.mean()) / torch.sqrt(t.var(unbiased=False) + eps)
     return torch.autograd.functional.jacobian(f, torch.from_numpy(x)).numpy()
-""",
-    ),
-]
+"""),
+]  # fmt: skip

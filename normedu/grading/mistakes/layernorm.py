@@ -50,11 +50,7 @@ MISTAKES = [
 ]  # fmt: skip
 
 SHORTCUTS = [
-    _s(
-        "layernorm",
-        "layernorm_forward",
-        "calls torch.nn.functional.layer_norm",
-        """import numpy as np
+    _s("layernorm", "layernorm_forward", "calls torch.nn.functional.layer_norm", """import numpy as np
 
 
 def layernorm_forward(x, gamma, beta, eps=1e-5):
@@ -62,26 +58,16 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
     t = torch.nn.functional.layer_norm(torch.from_numpy(x), x.shape[-1:], torch.from_numpy(gamma),
                                        torch.from_numpy(beta), eps)
     return t.numpy()
-""",
-    ),
-    _s(
-        "layernorm",
-        "layernorm_forward",
-        "reaches normedu by getattr (caught at run time)",
-        """import numpy as np
+"""),
+    _s("layernorm", "layernorm_forward", "reaches normedu by getattr (caught at run time)", """import numpy as np
 import importlib
 
 
 def layernorm_forward(x, gamma, beta, eps=1e-5):
     lib = importlib.import_module("normedu." + "functional")
     return getattr(lib, "layer" + "_norm")(x, gamma, beta, eps)
-""",
-    ),
-    _s(
-        "layernorm",
-        "layernorm_backward",
-        "calls normedu's backward from a helper",
-        """import numpy as np
+"""),
+    _s("layernorm", "layernorm_backward", "calls normedu's backward from a helper", """import numpy as np
 import normedu.functional
 
 
@@ -91,6 +77,5 @@ def _helper(*args):
 
 def layernorm_backward(dout, x, gamma, eps=1e-5):
     return _helper(dout, x, gamma, eps)
-""",
-    ),
-]
+"""),
+]  # fmt: skip

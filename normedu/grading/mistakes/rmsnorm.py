@@ -54,23 +54,14 @@ MISTAKES = [
 ]  # fmt: skip
 
 SHORTCUTS = [
-    _s(
-        "rmsnorm",
-        "rmsnorm_forward",
-        "calls normedu.functional.rms_norm",
-        """import numpy as np
+    _s("rmsnorm", "rmsnorm_forward", "calls normedu.functional.rms_norm", """import numpy as np
 from normedu.functional import rms_norm
 
 
 def rmsnorm_forward(x, gamma, eps=1e-5):
     return rms_norm(x, gamma, eps)
-""",
-    ),
-    _s(
-        "rmsnorm",
-        "rmsnorm_module",
-        "module calls F.rms_norm",
-        """import torch
+"""),
+    _s("rmsnorm", "rmsnorm_module", "module calls F.rms_norm", """import torch
 from torch import nn
 import torch.nn.functional as F
 
@@ -83,19 +74,13 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
-""",
-    ),
-    _s(
-        "rmsnorm",
-        "rmsnorm_module",
-        "module subclasses nn.RMSNorm",
-        """import torch
+"""),
+    _s("rmsnorm", "rmsnorm_module", "module subclasses nn.RMSNorm", """import torch
 from torch import nn
 
 
 class RMSNorm(nn.RMSNorm):
     def __init__(self, d, eps=1e-5):
         super().__init__(d, eps=eps)
-""",
-    ),
-]
+"""),
+]  # fmt: skip
