@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from normedu.conventions import DEFAULT_EPS
 from normedu.grading.compare import GradingError, assert_close
 
 __all__ = [
@@ -117,7 +118,7 @@ def normalize(
     axes: int | tuple[int, ...],
     gamma: np.ndarray | None = None,
     beta: np.ndarray | None = None,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     *,
     ddof: int = 0,
     eps_mode: str = "inside",
@@ -163,7 +164,7 @@ def normalize_backward(
     x: np.ndarray,
     axes: int | tuple[int, ...],
     gamma: np.ndarray | None = None,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     *,
     center: bool = True,
     mean_term: bool = True,
@@ -340,7 +341,7 @@ def norm_relations(
     axes: Axes,
     gamma: Any = None,
     beta: Any = None,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     *,
     center: bool = True,
 ) -> list[Hypothesis]:

@@ -288,55 +288,41 @@ def _backward_reference(douts, xs, gamma, eps):
     return _split(dx, xs), dgs, dbs
 
 
+def _dx_mixed(douts, xs, gamma, eps, stats="global", sums="global", count="global") -> tuple:
+    """dx per process with each ingredient global (right) or the process's own ("local"): the
+    statistics μ, σ; the sums Σg and Σg·x̂ (g = γ·dout); the count the sums are divided by."""
+    mu, var = _global_stats(xs)
+    out = []
+    for d, xi in zip(douts, xs, strict=True):
+        m, v = (mu, var) if stats == "global" else (xi.mean(0), xi.var(0))
+        r = 1 / np.sqrt(v + eps)
+        pairs = list(zip(douts, xs, strict=True)) if sums == "global" else [(d, xi)]
+        s1 = sum((dd * gamma).sum(0) for dd, _ in pairs)
+        s2 = sum((dd * gamma * (xx - m) * r).sum(0) for dd, xx in pairs)
+        n = sum(len(x) for x in xs) if count == "global" else len(xi)
+        out.append(r * (d * gamma - s1 / n - (xi - m) * r * s2 / n))
+    return tuple(out)
+
+
 def _dx_hypotheses(douts, xs, gamma, eps) -> list[Hypothesis]:
     x, dout = np.concatenate(xs), np.concatenate(douts)
-    mu, var = _global_stats(xs)
-    rstd = 1 / np.sqrt(var + eps)
 
     def glob(**kw):
         return lambda: _split(normalize_backward(dout, x, 0, gamma, eps, **kw), xs)
 
-    def local_count():
-        out = []
-        for d, xi in zip(douts, xs, strict=True):
-            g = d * gamma
-            xh = (xi - mu) * rstd
-            s1 = sum((dd * gamma).sum(0) for dd in douts)
-            s2 = sum(
-                ((dd * gamma) * (xx - mu) * rstd).sum(0) for dd, xx in zip(douts, xs, strict=True)
-            )
-            out.append(rstd * (g - s1 / len(xi) - xh * s2 / len(xi)))
-        return tuple(out)
-
-    def local_sums():  # global statistics, but Σdout and Σdout·x̂ of this process only
-        n = len(x)
-        out = []
-        for d, xi in zip(douts, xs, strict=True):
-            g, xh = d * gamma, (xi - mu) * rstd
-            out.append(rstd * (g - g.sum(0) / n - xh * (g * xh).sum(0) / n))
-        return tuple(out)
-
-    def local_stats_global_sums():
-        g_all = dout * gamma
-        out = []
-        for d, xi in zip(douts, xs, strict=True):
-            m, v = xi.mean(0), xi.var(0)
-            r = 1 / np.sqrt(v + eps)
-            xh_all = (x - m) * r
-            g = d * gamma
-            out.append(r * (g - g_all.mean(0) - (xi - m) * r * (g_all * xh_all).mean(0)))
-        return tuple(out)
+    def mixed(**kw):
+        return lambda: _dx_mixed(douts, xs, gamma, eps, **kw)
 
     return [
-        (DX_LOCAL, lambda: tuple(normalize_backward(d, xi, 0, gamma, eps) for d, xi in zip(douts, xs, strict=True))),  # noqa: E501
-        (DX_LOCAL, local_sums),
-        (DX_LOCAL_COUNT, local_count),
-        (DX_LOCAL_STATS, local_stats_global_sums),
+        (DX_LOCAL, mixed(stats="local", sums="local", count="local")),
+        (DX_LOCAL, mixed(sums="local")),
+        (DX_LOCAL_COUNT, mixed(count="local")),
+        (DX_LOCAL_STATS, mixed(stats="local")),
         (DX_VAR, glob(var_term=False)),
         (DX_MEAN, glob(mean_term=False)),
         (DX_GAMMA, glob(use_gamma=False)),
         (UNBIASED, glob(ddof=1)),
-    ]  # fmt: skip
+    ]
 
 
 def _dparam_hypotheses(douts, xs, eps) -> list[Hypothesis]:

@@ -1,8 +1,6 @@
 # ruff: noqa: E501  (catalog entries are one line each: an edit reads best unbroken)
 """Catalogued mistakes of the ``drift`` assignment (:mod:`normedu.grading.mistakes`)."""
 
-from __future__ import annotations
-
 from normedu.grading.mistakes.mistake import edit as _m
 
 _DS, _DF, _DP = "activation_stats", "forward_stack", "drift_profile"

@@ -1,8 +1,6 @@
 # ruff: noqa: E501  (catalog entries are one line each: an edit reads best unbroken)
 """Catalogued mistakes of the ``layernorm`` assignment (:mod:`normedu.grading.mistakes`)."""
 
-from __future__ import annotations
-
 from normedu.grading.mistakes.mistake import edit as _m
 from normedu.grading.mistakes.mistake import shortcut as _s
 

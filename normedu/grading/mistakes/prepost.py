@@ -1,8 +1,6 @@
 # ruff: noqa: E501  (catalog entries are one line each: an edit reads best unbroken)
 """Catalogued mistakes of the ``prepost`` assignment (:mod:`normedu.grading.mistakes`)."""
 
-from __future__ import annotations
-
 from normedu.grading.mistakes.mistake import edit as _m
 
 _PP, _PO, _PG = "pre_norm_residual", "post_norm_residual", "block_input_grad_norms"
