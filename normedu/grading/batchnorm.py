@@ -222,38 +222,23 @@ def check_running_steps(
     """Training steps on ``batches`` (each (N, C)) from running statistics 0 and 1, each
     step's running statistics checked, then eval mode on ``x_eval`` with the final ones."""
     assert_no_shortcut(f)
+
+    def probe(x: np.ndarray, running: tuple, training: bool = True) -> Probe:
+        args = {"x": x, "gamma": gamma, "beta": beta}
+        args |= {"running_mean": running[0], "running_var": running[1]}
+        return Probe(args, {"training": training, "momentum": momentum, "eps": eps})
+
     c = gamma.shape[0]
     got = expected = (np.zeros(c), np.ones(c))
-    options = {"training": True, "momentum": momentum, "eps": eps}
     for step, x in enumerate(batches, start=1):
-        args = {"x": x, "gamma": gamma, "beta": beta}
-        _, *got = BATCHNORM.run(
-            f, Probe({**args, "running_mean": got[0], "running_var": got[1]}, options)
-        )  # noqa: E501
-        prev = expected
-        _, *expected = BATCHNORM.forward_value(
-            Probe({**args, "running_mean": prev[0], "running_var": prev[1]}, options)
-        )  # noqa: E501
-        check_against(
-            tuple(got),
-            tuple(expected),
-            f"running statistics after step {step} of {len(batches)}",
-            _running_hypotheses(x, *prev, momentum),
-        )
-    args = {
-        "x": x_eval,
-        "gamma": gamma,
-        "beta": beta,
-        "running_mean": got[0],
-        "running_var": got[1],
-    }  # noqa: E501
-    probe = Probe(args, {**options, "training": False})
-    out = BATCHNORM.run(f, probe)[0]
-    expected_out = BATCHNORM.forward_value(
-        probe.replace(running_mean=expected[0], running_var=expected[1]), 0
-    )  # noqa: E501
+        prev, got = expected, BATCHNORM.run(f, probe(x, got))[1:]
+        expected = BATCHNORM.forward_value(probe(x, prev))[1:]
+        what = f"running statistics after step {step} of {len(batches)}"
+        check_against(got, expected, what, _running_hypotheses(x, *prev, momentum))
+    final = probe(x_eval, got, training=False)
+    want = BATCHNORM.forward_value(probe(x_eval, expected, training=False), 0)
     what = f"out in eval mode after {len(batches)} training steps"
-    check_against(out, expected_out, what, [(EVAL_BATCH, lambda: _bn(probe))])
+    check_against(BATCHNORM.run(f, final)[0], want, what, [(EVAL_BATCH, lambda: _bn(final))])
 
 
 check_backward_on = backward_on(
