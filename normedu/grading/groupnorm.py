@@ -93,7 +93,7 @@ def _dx(p: Probe, gamma_mode="before", groups=None, use_gamma=True, **switches) 
     if groups is None:
         rows = normalize_backward(
             g.reshape(n, G, -1), x.reshape(n, G, -1), -1, eps=p.eps, **switches
-        )  # noqa: E501
+        )
         dx = rows.reshape(x.shape)
     else:
         # Forward statistics per G groups, backward means over `groups` groups.
@@ -234,7 +234,7 @@ def check_forward_shapes(f: Callable) -> None:
     """Output shape equals the input shape for (N, C, H, W) input; float32 stays float32."""
     GROUPNORM.check_shapes(
         f, [_probe((2, 6, 3, 3), 1, 3, dtype) for dtype in (np.float64, np.float32)]
-    )  # noqa: E501
+    )
 
 
 def _forward(f: Callable, probe: Probe) -> None:
@@ -254,7 +254,7 @@ def check_forward_limits(f: Callable) -> None:
         ((2, 4, 3, 3), 5, 4),
         ((5, 6), 6, 2),
         ((2, 8, 5), 7, 4),
-    ):  # noqa: E501
+    ):
         _forward(f, _probe(shape, seed, G))
 
 

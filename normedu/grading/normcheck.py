@@ -182,7 +182,7 @@ class NormTable:
             if self.keep_dtype and x.dtype.kind == "f" and arr.dtype != x.dtype:
                 raise GradingError(
                     f"{what} has dtype {arr.dtype} for {x.dtype} input: {self.keep_dtype}"
-                )  # noqa: E501
+                )
             checked.append(arr)
         return tuple(checked) if len(outputs) > 1 else checked[0]
 

@@ -12,26 +12,25 @@ of these edits: it recomputes each mistake's output from formulas (:mod:`..diagn
 
 One module per assignment holds its ``MISTAKES`` (edits of the solution, one line each) and
 its ``SHORTCUTS`` (library calls, which replace the whole cell); :mod:`.mistake` holds the
-:class:`Mistake` class. A new assignment adds its module and one name to ``_MODULES``.
+:class:`Mistake` class. A new assignment adds its module, nothing else.
 """
 
 from __future__ import annotations
 
-from normedu.grading.mistakes import (
-    batchnorm,
-    drift,
-    groupnorm,
-    jacobian,
-    layernorm,
-    prepost,
-    rmsnorm,
-    syncbn,
-)
+import importlib
+import pkgutil
+
 from normedu.grading.mistakes.mistake import Mistake
 
 __all__ = ["Mistake", "CATALOG", "SHORTCUTS", "for_assignment"]
 
-_MODULES = (batchnorm, layernorm, rmsnorm, jacobian, drift, prepost, groupnorm, syncbn)
+#: Every assignment's module (all but :mod:`.mistake`), found here: a new assignment adds its
+#: module only. In name order, so that the catalog's order is the same on every machine.
+_MODULES = [
+    importlib.import_module(f"{__name__}.{m.name}")
+    for m in pkgutil.iter_modules(__path__)
+    if m.name != "mistake"
+]
 CATALOG: list[Mistake] = [m for module in _MODULES for m in module.MISTAKES]
 SHORTCUTS: list[Mistake] = [m for module in _MODULES for m in module.SHORTCUTS]
 
