@@ -33,7 +33,7 @@ from normedu.grading.compare import GradingError, assert_close, unchanged
 from normedu.grading.diagnose import Hypothesis, diagnose, matches, normalize, normalize_backward
 from normedu.grading.guard import assert_no_shortcut, library_blocked
 from normedu.grading.messages import EPS_OUT, NO_BETA, NO_GAMMA, SWAPPED
-from normedu.grading.normcheck import NormTable, Probe
+from normedu.grading.normcheck import OTHER_EPS, NormTable, Probe
 
 __all__ = [
     "simulate",
@@ -269,8 +269,7 @@ def _forward_hypotheses(xs, gamma, beta, eps) -> list[Hypothesis]:
         (UNBIASED, same(mu, var * n / max(n - 1, 1))),
         (ONE_PASS, same(mu, (x * x).mean(0) - mu * mu)),
         (EPS_OUT, lambda: _with_stats(xs, [mu] * p, [var] * p, gamma, beta, eps, "outside")),
-        (EPS_IGNORED, same(mu, var - eps + DEFAULT_EPS)),
-        (EPS_IGNORED, same(mu, var - eps)),
+        *[(EPS_IGNORED, same(mu, var - eps + e)) for e in OTHER_EPS if e != eps],
         (NO_BETA, lambda: _with_stats(xs, [mu] * p, [var] * p, gamma, None, eps)),
         (NO_GAMMA, lambda: _with_stats(xs, [mu] * p, [var] * p, np.ones_like(gamma), beta, eps)),
         (SWAPPED, lambda: _with_stats(xs, [mu] * p, [var] * p, beta, gamma, eps)),
