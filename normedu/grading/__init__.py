@@ -1,21 +1,30 @@
 """Grading helpers that the exercise notebooks' test cells call.
 
 Each assignment has a module of checks (:mod:`.batchnorm`, :mod:`.layernorm`, :mod:`.rmsnorm`,
-:mod:`.jacobian`, :mod:`.drift`, :mod:`.prepost`). A check takes the student's function, runs
-probes against an independent reference (:mod:`normedu.functional`, itself tested against
-PyTorch, or central finite differences with a random upstream gradient), and raises
-``AssertionError`` with a message a student can act on. When the output is wrong the check
-compares it with the outputs of known mistakes (:mod:`.diagnose`) and names the one it matches.
+:mod:`.groupnorm`, :mod:`.syncbn`, :mod:`.jacobian`, :mod:`.drift`, :mod:`.prepost`). A check
+takes the student's function, runs probes against an independent reference
+(:mod:`normedu.functional`, itself tested against PyTorch, or central finite differences with
+a random upstream gradient), and raises ``AssertionError`` with a message a student can act on.
+When the output is wrong the check compares it with the outputs of known mistakes
+(:mod:`.diagnose`) and names the one it matches.
+
+A norm assignment's module is a table (:class:`.normcheck.NormTable`: its references, the
+names of its inputs and outputs, its causes and messages) and the public checks its notebook
+calls; the checking itself is :mod:`.normcheck`'s, the same for every norm.
 
 Shared pieces:
 
 - :mod:`.errors`    :class:`GradingError`, the exception every check raises.
 - :mod:`.display`   what a failing check shows in a live notebook (the message, not our frames).
 - :mod:`.compare`   calling student code safely and comparing arrays with readable messages.
+- :mod:`.normcheck` the one norm checker (its :class:`~.normcheck.NormTable` and Probe).
+- :mod:`.causes`    the mistakes every standardizing norm can make, as one-line table entries.
+- :mod:`.messages`  messages several norms share (eps outside the square root, β missing ...).
 - :mod:`.guard`     the anti-shortcut guard (no delegating to a library's norm).
 - :mod:`.gradcheck` finite-difference gradients.
 - :mod:`.answers`   checking short answers against stored hashes.
-- :mod:`.mistakes`  the catalog of realistic wrong implementations the tests feed the checks.
+- :mod:`.mistakes`  the catalog of realistic wrong implementations the tests feed the checks,
+  one module per assignment (never imported by a grading kernel).
 
 Importing this package does not import torch: the numpy-only assignments stay fast to grade.
 Only :mod:`.prepost` and the module part of :mod:`.rmsnorm` import torch, lazily.

@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from normedu.conventions import DEFAULT_EPS
 from normedu.grading.compare import GradingError, assert_close
 
 __all__ = [
     "Hypothesis",
     "diagnose",
+    "matches",
     "check_against",
     "describe_difference",
     "other_axis_relations",
@@ -39,11 +41,12 @@ __all__ = [
 Hypothesis = tuple[str, Callable[[], Any]]
 
 
-def _matches(actual: Any, candidate: Any, rtol: float, atol: float) -> bool:
+def matches(actual: Any, candidate: Any, rtol: float, atol: float) -> bool:
+    """``actual`` equals ``candidate`` within tolerance: same nesting of tuples, same shapes."""
     if isinstance(candidate, tuple):
         if not isinstance(actual, tuple) or len(actual) != len(candidate):
             return False
-        return all(_matches(a, c, rtol, atol) for a, c in zip(actual, candidate, strict=True))
+        return all(matches(a, c, rtol, atol) for a, c in zip(actual, candidate, strict=True))
     try:
         a = np.asarray(actual, dtype=np.float64)
         c = np.asarray(candidate, dtype=np.float64)
@@ -72,9 +75,9 @@ def diagnose(
                 candidate = thunk()
         except Exception:  # noqa: BLE001 - a variant that cannot be computed cannot match
             continue
-        if expected is not None and _matches(expected, candidate, 1e-9, 1e-12):
+        if expected is not None and matches(expected, candidate, 1e-9, 1e-12):
             continue
-        if _matches(actual, candidate, rtol, atol):
+        if matches(actual, candidate, rtol, atol):
             return message
     return None
 
@@ -98,7 +101,7 @@ def check_against(
     the two arrays (:func:`describe_difference`). Both of the last give "How it differs: ...".
     ``diag_tol`` is the (rtol, atol) used to match the variants; loosen it for float32 outputs.
     """
-    if _matches(actual, expected, rtol, atol):
+    if matches(actual, expected, rtol, atol):
         return
     found = diagnose(actual, hypotheses, expected, *diag_tol)
     if found is not None:
@@ -110,38 +113,12 @@ def check_against(
     assert_close(actual, expected, what, rtol=rtol, atol=atol, hint=hint)
 
 
-def check_affine_backward(
-    grads: tuple[Any, Any, Any],
-    expected: tuple[Any, Any, Any],
-    label: str,
-    dparam_hypotheses: Iterable[Hypothesis],
-    dx_hypotheses: Iterable[Hypothesis],
-    rtol: float = 1e-6,
-    atol: float = 1e-8,
-) -> None:
-    """Check ``(dx, dgamma, dbeta)`` of a norm with gamma and beta (BatchNorm, LayerNorm).
-
-    The parameter gradients are checked first: their mistakes are simpler and, when dx is
-    wrong for the same reason, the student is pointed at the simpler fix.
-    """
-    dx, dgamma, dbeta = grads
-    check_against(
-        (dgamma, dbeta),
-        tuple(expected[1:]),
-        f"(dgamma, dbeta) {label}",
-        dparam_hypotheses,
-        rtol=rtol,
-        atol=atol,
-    )
-    check_against(dx, expected[0], f"dx {label}", dx_hypotheses, rtol=rtol, atol=atol)
-
-
 def normalize(
     x: np.ndarray,
     axes: int | tuple[int, ...],
     gamma: np.ndarray | None = None,
     beta: np.ndarray | None = None,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     *,
     ddof: int = 0,
     eps_mode: str = "inside",
@@ -187,7 +164,7 @@ def normalize_backward(
     x: np.ndarray,
     axes: int | tuple[int, ...],
     gamma: np.ndarray | None = None,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     *,
     center: bool = True,
     mean_term: bool = True,
@@ -364,7 +341,7 @@ def norm_relations(
     axes: Axes,
     gamma: Any = None,
     beta: Any = None,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     *,
     center: bool = True,
 ) -> list[Hypothesis]:
@@ -407,7 +384,7 @@ def retry_hint(
                 got, want = rerun(g, b), reference(g, b)
         except Exception:  # noqa: BLE001 - a failing re-run tells nothing
             return None
-        right.append((label, _matches(got, want, 1e-6, 1e-8)))
+        right.append((label, matches(got, want, 1e-6, 1e-8)))
     ok = {label for label, good in right if good}
     if not ok:
         return None

@@ -271,10 +271,6 @@ def _check_stack(f, x, weights, activation):
             assert_close(r, e, f"layer {i + 1}'s output")
 
 
-def _relu(z):
-    return np.maximum(z, 0.0)
-
-
 def check_forward_stack(f: Callable) -> None:
     """A 3-layer stack with tanh (default) and with another activation; non-square weights."""
     assert_no_shortcut(f)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from normedu import functional as ref
+from normedu.conventions import DEFAULT_EPS
 from normedu.grading.compare import GradingError, assert_array, call, unchanged
 from normedu.grading.diagnose import Hypothesis, check_against, normalize
 from normedu.grading.guard import assert_no_shortcut
@@ -76,7 +77,7 @@ def _hypotheses(x, eps) -> list[Hypothesis]:
         (SCALE_VAR, lambda: _variant(x, eps, scale="var")),
         (EPS_OUT, lambda: _variant(x, eps, eps_mode="outside")),
         (EPS_IGNORED, lambda: _variant(x, eps, eps_mode="none")),
-        (EPS_IGNORED, lambda: _variant(x, 1e-5)),
+        (EPS_IGNORED, lambda: _variant(x, DEFAULT_EPS)),
         (UNBIASED, lambda: _variant(x, eps, ddof=1)),
         (RAW_X, lambda: _variant(x, eps, raw=True)),
         (SIGN, lambda: _variant(x, eps, sign=-1.0)),
@@ -118,14 +119,14 @@ def check_shape(f: Callable) -> None:
     """Returns a (D, D) float array for a 1-D input of length D."""
     assert_no_shortcut(f)
     for d in (3, 5):
-        _jac(f, np.random.default_rng(d).standard_normal(d), 1e-5)
+        _jac(f, np.random.default_rng(d).standard_normal(d), DEFAULT_EPS)
 
 
 def check_values(f: Callable) -> None:
     """Against central finite differences, with the default eps and with eps = 0.3."""
     assert_no_shortcut(f)
     rng = np.random.default_rng(30)
-    _case(f, rng.standard_normal(6) * 2 + 1, 1e-5, numeric=True, rtol=1e-5, atol=1e-7)
+    _case(f, rng.standard_normal(6) * 2 + 1, DEFAULT_EPS, numeric=True, rtol=1e-5, atol=1e-7)
     _case(f, rng.standard_normal(5) * 0.5, 0.3, numeric=True, rtol=1e-5, atol=1e-7)
 
 
@@ -133,7 +134,7 @@ def check_properties(f: Callable) -> None:
     """J is symmetric and J @ 1 = 0 (shifting x by a constant does not change the output)."""
     assert_no_shortcut(f)
     x = np.random.default_rng(31).standard_normal(7)
-    jac = _jac(f, x, 1e-5)
+    jac = _jac(f, x, DEFAULT_EPS)
     if not np.allclose(jac @ np.ones(7), 0, atol=1e-8):
         raise GradingError(
             "J @ 1 should be 0: adding a constant to every x_j does not change LayerNorm's "
@@ -148,7 +149,7 @@ def check_properties(f: Callable) -> None:
 
 
 def check_jacobian_on(
-    f: Callable, x: np.ndarray, eps: float = 1e-5, *, rtol: float = 1e-6, atol: float = 1e-8
+    f: Callable, x: np.ndarray, eps: float = DEFAULT_EPS, *, rtol: float = 1e-6, atol: float = 1e-8
 ) -> None:
     """``f(x, eps=eps)`` against the closed-form Jacobian (a (D, D) array) for the caller's
     1-D input ``x`` of length D; a wrong matrix is diagnosed against the known mistakes."""

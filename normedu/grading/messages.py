@@ -1,4 +1,4 @@
-"""Feedback shared by BatchNorm and LayerNorm, which both standardize ``(x − μ) / sqrt(σ² + ε)``
+"""Feedback shared by the norms that standardize ``(x − μ) / sqrt(σ² + ε)``
 and then apply ``γ·x̂ + β``; they differ only in the axis (their own modules say which).
 """
 

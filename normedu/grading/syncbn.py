@@ -28,10 +28,12 @@ from typing import Any
 import numpy as np
 
 from normedu import functional as ref
-from normedu.grading.compare import GradingError, assert_array, assert_close
-from normedu.grading.diagnose import Hypothesis, diagnose, normalize, normalize_backward
+from normedu.conventions import DEFAULT_EPS
+from normedu.grading.compare import GradingError, assert_close, unchanged
+from normedu.grading.diagnose import Hypothesis, diagnose, matches, normalize, normalize_backward
 from normedu.grading.guard import assert_no_shortcut, library_blocked
 from normedu.grading.messages import EPS_OUT, NO_BETA, NO_GAMMA, SWAPPED
+from normedu.grading.normcheck import OTHER_EPS, NormTable, Probe
 
 __all__ = [
     "simulate",
@@ -199,18 +201,6 @@ def _split(a: np.ndarray, xs: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
     return tuple(np.split(a, np.cumsum([len(x) for x in xs])[:-1]))
 
 
-def _matches(actual: Any, expected: Any, rtol: float, atol: float) -> bool:
-    """Nested tuples of arrays equal within tolerance (same structure, shapes and values)."""
-    if isinstance(expected, tuple):
-        return (
-            isinstance(actual, tuple)
-            and len(actual) == len(expected)
-            and all(_matches(a, e, rtol, atol) for a, e in zip(actual, expected, strict=True))
-        )
-    a, e = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
-    return a.shape == e.shape and bool(np.allclose(a, e, rtol=rtol, atol=atol))
-
-
 def _per_process(
     actual: tuple,
     expected: tuple,
@@ -225,7 +215,7 @@ def _per_process(
     ``actual``/``expected``: a tuple with one entry per process (an array, or a tuple of
     arrays); the hypotheses compute the same structure.
     """
-    if _matches(actual, expected, rtol, atol):
+    if matches(actual, expected, rtol, atol):
         return
     found = diagnose(actual, hypotheses, expected)
     if found is not None:
@@ -279,8 +269,7 @@ def _forward_hypotheses(xs, gamma, beta, eps) -> list[Hypothesis]:
         (UNBIASED, same(mu, var * n / max(n - 1, 1))),
         (ONE_PASS, same(mu, (x * x).mean(0) - mu * mu)),
         (EPS_OUT, lambda: _with_stats(xs, [mu] * p, [var] * p, gamma, beta, eps, "outside")),
-        (EPS_IGNORED, same(mu, var - eps + 1e-5)),
-        (EPS_IGNORED, same(mu, var - eps)),
+        *[(EPS_IGNORED, same(mu, var - eps + e)) for e in OTHER_EPS if e != eps],
         (NO_BETA, lambda: _with_stats(xs, [mu] * p, [var] * p, gamma, None, eps)),
         (NO_GAMMA, lambda: _with_stats(xs, [mu] * p, [var] * p, np.ones_like(gamma), beta, eps)),
         (SWAPPED, lambda: _with_stats(xs, [mu] * p, [var] * p, beta, gamma, eps)),
@@ -298,55 +287,41 @@ def _backward_reference(douts, xs, gamma, eps):
     return _split(dx, xs), dgs, dbs
 
 
+def _dx_mixed(douts, xs, gamma, eps, stats="global", sums="global", count="global") -> tuple:
+    """dx per process with each ingredient global (right) or the process's own ("local"): the
+    statistics μ, σ; the sums Σg and Σg·x̂ (g = γ·dout); the count the sums are divided by."""
+    mu, var = _global_stats(xs)
+    out = []
+    for d, xi in zip(douts, xs, strict=True):
+        m, v = (mu, var) if stats == "global" else (xi.mean(0), xi.var(0))
+        r = 1 / np.sqrt(v + eps)
+        pairs = list(zip(douts, xs, strict=True)) if sums == "global" else [(d, xi)]
+        s1 = sum((dd * gamma).sum(0) for dd, _ in pairs)
+        s2 = sum((dd * gamma * (xx - m) * r).sum(0) for dd, xx in pairs)
+        n = sum(len(x) for x in xs) if count == "global" else len(xi)
+        out.append(r * (d * gamma - s1 / n - (xi - m) * r * s2 / n))
+    return tuple(out)
+
+
 def _dx_hypotheses(douts, xs, gamma, eps) -> list[Hypothesis]:
     x, dout = np.concatenate(xs), np.concatenate(douts)
-    mu, var = _global_stats(xs)
-    rstd = 1 / np.sqrt(var + eps)
 
     def glob(**kw):
         return lambda: _split(normalize_backward(dout, x, 0, gamma, eps, **kw), xs)
 
-    def local_count():
-        out = []
-        for d, xi in zip(douts, xs, strict=True):
-            g = d * gamma
-            xh = (xi - mu) * rstd
-            s1 = sum((dd * gamma).sum(0) for dd in douts)
-            s2 = sum(
-                ((dd * gamma) * (xx - mu) * rstd).sum(0) for dd, xx in zip(douts, xs, strict=True)
-            )
-            out.append(rstd * (g - s1 / len(xi) - xh * s2 / len(xi)))
-        return tuple(out)
-
-    def local_sums():  # global statistics, but Σdout and Σdout·x̂ of this process only
-        n = len(x)
-        out = []
-        for d, xi in zip(douts, xs, strict=True):
-            g, xh = d * gamma, (xi - mu) * rstd
-            out.append(rstd * (g - g.sum(0) / n - xh * (g * xh).sum(0) / n))
-        return tuple(out)
-
-    def local_stats_global_sums():
-        g_all = dout * gamma
-        out = []
-        for d, xi in zip(douts, xs, strict=True):
-            m, v = xi.mean(0), xi.var(0)
-            r = 1 / np.sqrt(v + eps)
-            xh_all = (x - m) * r
-            g = d * gamma
-            out.append(r * (g - g_all.mean(0) - (xi - m) * r * (g_all * xh_all).mean(0)))
-        return tuple(out)
+    def mixed(**kw):
+        return lambda: _dx_mixed(douts, xs, gamma, eps, **kw)
 
     return [
-        (DX_LOCAL, lambda: tuple(normalize_backward(d, xi, 0, gamma, eps) for d, xi in zip(douts, xs, strict=True))),  # noqa: E501
-        (DX_LOCAL, local_sums),
-        (DX_LOCAL_COUNT, local_count),
-        (DX_LOCAL_STATS, local_stats_global_sums),
+        (DX_LOCAL, mixed(stats="local", sums="local", count="local")),
+        (DX_LOCAL, mixed(sums="local")),
+        (DX_LOCAL_COUNT, mixed(count="local")),
+        (DX_LOCAL_STATS, mixed(stats="local")),
         (DX_VAR, glob(var_term=False)),
         (DX_MEAN, glob(mean_term=False)),
         (DX_GAMMA, glob(use_gamma=False)),
         (UNBIASED, glob(ddof=1)),
-    ]  # fmt: skip
+    ]
 
 
 def _dparam_hypotheses(douts, xs, eps) -> list[Hypothesis]:
@@ -379,19 +354,36 @@ def _as_lists(xs) -> list[np.ndarray]:
     return xs
 
 
+#: What each simulated process takes and returns (the reference is BatchNorm of the
+#: concatenated batch; dgamma and dbeta are the process's local sums).
+SYNCBN = NormTable(
+    inputs=("x", "gamma", "beta"),
+    reference=ref.batch_norm,
+    grads=(("dx", "x"), ("dgamma", "gamma"), ("dbeta", "beta")),
+    grad_shape_hint="one value per channel, summed over this process's rows",
+)
+
+
+def _simulated(fn, names, per_process, eps, backward=False) -> list:
+    """``simulate`` on copies of each process's inputs (named ``names``); every process's
+    inputs checked unchanged and its result checked like a single call's."""
+    copies = [tuple(a.copy() for a in args) for args in per_process]
+    results = simulate(fn, copies, eps=eps)
+    fn_name = getattr(fn, "__name__", "your function")
+    checked = []
+    for r, (args, after, res) in enumerate(zip(per_process, copies, results, strict=True)):
+        for name, before, now in zip(names, args, after, strict=True):
+            unchanged(before, now, name, fn_name)
+        named = dict(zip(names, args, strict=True))
+        named.setdefault("beta", named["gamma"])  # the backward has none; dbeta is shaped like it
+        probe = Probe(named)
+        outputs, hint = (SYNCBN.grads, SYNCBN.grad_shape_hint) if backward else (SYNCBN.outputs, "")
+        checked.append(SYNCBN.validate(res, probe, outputs, fn_name, hint, f" of process {r}"))
+    return checked
+
+
 def _forward(f, xs, gamma, beta, eps):
-    copies = [(x.copy(), gamma.copy(), beta.copy()) for x in xs]
-    outs = simulate(f, copies, eps=eps)
-    for (xc, gc, bc), x in zip(copies, xs, strict=True):
-        for name, before, after in (("x", x, xc), ("gamma", gamma, gc), ("beta", beta, bc)):
-            if not np.array_equal(before, after):
-                raise GradingError(
-                    f"{f.__name__} modified its input {name} in place; return new arrays"
-                )
-    return tuple(
-        assert_array(o, x.shape, f"out of process {r}")
-        for r, (o, x) in enumerate(zip(outs, xs, strict=True))
-    )
+    return tuple(_simulated(f, ("x", "gamma", "beta"), [(x, gamma, beta) for x in xs], eps))
 
 
 def _sizes(xs) -> str:
@@ -405,7 +397,7 @@ def check_forward_shapes(f: Callable) -> None:
     for dtype in (np.float64, np.float32):
         xs = [rng.standard_normal((n, 4)).astype(dtype) for n in (3, 2)]
         gamma, beta = np.ones(4, dtype), np.zeros(4, dtype)
-        _forward(f, xs, gamma, beta, 1e-5)
+        _forward(f, xs, gamma, beta, DEFAULT_EPS)
 
 
 def check_forward(
@@ -413,7 +405,7 @@ def check_forward(
     xs: Sequence[np.ndarray],
     gamma: np.ndarray,
     beta: np.ndarray,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     rtol: float = 1e-6,
     atol: float = 1e-8,
 ) -> None:
@@ -437,24 +429,9 @@ def check_forward(
 
 
 def _backward(b, douts, xs, gamma, eps):
-    per = [(d.copy(), x.copy(), gamma.copy()) for d, x in zip(douts, xs, strict=True)]
-    res = simulate(b, per, eps=eps)
-    c = xs[0].shape[1]
-    dxs, dgs, dbs = [], [], []
-    for r, (out, x) in enumerate(zip(res, xs, strict=True)):
-        if not isinstance(out, tuple) or len(out) != 3:
-            raise GradingError(f"{b.__name__} must return a tuple (dx, dgamma, dbeta)")
-        dx, dg, db = out
-        for name, v in (("dgamma", dg), ("dbeta", db)):
-            if np.shape(v) != (c,):
-                raise GradingError(
-                    f"{name} of process {r} has shape {np.shape(v)}, expected ({c},): one "
-                    "value per channel, summed over this process's rows"
-                )
-        dxs.append(assert_array(dx, x.shape, f"dx of process {r}"))
-        dgs.append(assert_array(np.asarray(dg), (c,), f"dgamma of process {r}"))
-        dbs.append(assert_array(np.asarray(db), (c,), f"dbeta of process {r}"))
-    return tuple(dxs), tuple(dgs), tuple(dbs)
+    per = [(d, x, gamma) for d, x in zip(douts, xs, strict=True)]
+    res = _simulated(b, ("dout", "x", "gamma"), per, eps, backward=True)
+    return tuple(tuple(grads) for grads in zip(*res, strict=True))
 
 
 def check_backward_shapes(b: Callable) -> None:
@@ -463,7 +440,7 @@ def check_backward_shapes(b: Callable) -> None:
     rng = np.random.default_rng(1)
     xs = [rng.standard_normal((n, 3)) for n in (2, 4)]
     douts = [rng.standard_normal(x.shape) for x in xs]
-    _backward(b, douts, xs, np.ones(3), 1e-5)
+    _backward(b, douts, xs, np.ones(3), DEFAULT_EPS)
 
 
 def check_backward(
@@ -471,7 +448,7 @@ def check_backward(
     douts: Sequence[np.ndarray],
     xs: Sequence[np.ndarray],
     gamma: np.ndarray,
-    eps: float = 1e-5,
+    eps: float = DEFAULT_EPS,
     rtol: float = 1e-6,
     atol: float = 1e-8,
 ) -> None:

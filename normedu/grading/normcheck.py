@@ -1,0 +1,337 @@
+"""One checker for every norm assignment: a norm is a :class:`NormTable`, not a module of code.
+
+A table says what is particular to one norm: the student functions' inputs and outputs by
+name and order, the reference forward and backward (:mod:`normedu.functional`, tested
+against PyTorch), and its known causes of a wrong result, one ``(message, variant)`` line
+each, where ``variant(probe)`` recomputes what that mistake outputs (:mod:`.causes` builds
+the common ones). The checker does the rest the same way for every norm:
+
+- calls the student's function on copies of a :class:`Probe` (warnings silenced, the norm
+  libraries blocked) and says when it modified an input, returned the wrong number of
+  results, or a result of the wrong shape or dtype;
+- compares with the reference; a backward also against central finite differences of the
+  reference forward, always with a random upstream gradient (with an all-ones one, dx of
+  any normalization is about zero and a broken backward would pass);
+- on a mismatch names, most specific first: the first matching cause of the table; eps
+  ignored (the reference re-run with other eps values, when the table has ``eps_ignored``
+  and the call an ``eps`` option); a generic relation (``relations``: another axis, another
+  order of the steps); a relation between the arrays (:func:`.diagnose.describe_difference`);
+  and, for a forward with a scale and a shift, a re-run of the student's function with γ = 1
+  and β = 0 (:func:`.diagnose.explained_by_rerun`).
+
+Nothing assumes ``(dx, dgamma, dbeta)`` or an eps argument: outputs and gradients are named
+by the table (DyT's ``(dx, dalpha, dgamma, dbeta)``, QK-norm's several inputs), options are
+whatever keywords the call passes (eps, momentum, causal ...). Diagnosis runs on float64
+probes only (a float32 result cannot tell variants apart at the diagnosis tolerance).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from normedu.conventions import DEFAULT_EPS
+from normedu.grading.compare import GradingError, assert_array, call, unchanged
+from normedu.grading.diagnose import Hypothesis, check_against, explained_by_rerun
+from normedu.grading.gradcheck import numerical_gradient
+from normedu.grading.guard import assert_no_shortcut
+
+__all__ = ["Cause", "Probe", "NormTable", "OTHER_EPS", "backward_on"]
+
+#: A known cause of a wrong result: ``(message, variant, ...)``; ``variant(probe)`` is what
+#: the mistake outputs on the probe (several variants: several ways to make it).
+Cause = tuple[Any, ...]
+
+#: The eps values a function that ignores its eps argument may use instead (0: none at all).
+OTHER_EPS = (0.0, DEFAULT_EPS, 1e-6, 1e-8)
+
+
+class Probe:
+    """The named inputs of one call: ``args`` (arrays and integers such as GroupNorm's G)
+    and ``options`` (keywords: eps, momentum ...). ``p.x`` and ``p.eps`` read either."""
+
+    def __init__(self, args: dict[str, Any], options: dict[str, Any] | None = None):
+        self.args = dict(args)
+        self.options = dict(options or {})
+
+    def __getattr__(self, name: str) -> Any:
+        for values in (self.__dict__.get("args", {}), self.__dict__.get("options", {})):
+            if name in values:
+                return values[name]
+        raise AttributeError(name)
+
+    def replace(self, **changes: Any) -> Probe:
+        """A copy with some inputs or options changed (``p.replace(gamma=None, eps=0.0)``)."""
+        args, options = dict(self.args), dict(self.options)
+        for name, value in changes.items():
+            (options if name in options else args)[name] = value
+        return Probe(args, options)
+
+    def float64(self) -> Probe:
+        """The same probe with every floating-point array in float64 (for finite differences)."""
+        return Probe({k: _as64(v) for k, v in self.args.items()}, self.options)
+
+    def label(self, main: str) -> str:
+        """``for x of shape (4, 5) (float32), G=2, eps=1e-05``: what a message names."""
+        x = np.asarray(self.args[main])
+        dtype = "" if x.dtype == np.float64 else f" ({x.dtype})"
+        scalars = {k: v for k, v in self.args.items() if np.ndim(v) == 0 and v is not None}
+        extra = "".join(f", {k}={v}" for k, v in {**scalars, **self.options}.items())
+        return f"for {main} of shape {x.shape}{dtype}{extra}"
+
+
+def _as64(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return value.astype(np.float64)
+    return value
+
+
+def _pick(values: Any, index: Sequence[int]) -> Any:
+    """One element of a tuple, or a tuple of several."""
+    return values[index[0]] if len(index) == 1 else tuple(values[i] for i in index)
+
+
+@dataclass(frozen=True)
+class NormTable:
+    """What one norm assignment checks. Only ``inputs`` and ``reference`` are needed for a
+    forward; ``backward_inputs``, ``backward_reference``, ``grads`` and ``grad_checks``
+    for a backward.
+
+    - inputs: the student forward's positional inputs in order, e.g. ("x", "gamma", "beta");
+      the first is the main input (its dtype decides float64 diagnosis, its name the labels).
+    - reference: ``reference(**args, **options)``, returning what the forward returns.
+    - outputs: the forward's results as (name, input it is shaped like).
+    - causes: the forward's known mistakes.
+    - backward_inputs, backward_reference: likewise for the backward (a probe holds ``dout``).
+    - grads: the backward's results as (name, input it is the gradient of).
+    - grad_checks: groups of gradient names, each compared (and diagnosed with its causes)
+      in turn; parameter gradients first, their mistakes being the simpler ones.
+    - relations: generic relations of a forward probe to the reference (see
+      :func:`.diagnose.norm_relations`).
+    - eps_ignored: message for a result that equals the reference with another eps.
+    - affine: the (scale, shift) inputs re-run with ones/zeros when nothing else explains a
+      wrong forward (shift None: no shift); None: no re-run.
+    - grad_shape_hint: appended when a gradient of a parameter has the wrong shape.
+    - keep_dtype: message when a result's dtype differs from a floating-point main input's
+      (None: not checked).
+    - call_hint: ``call_hint(probe)``, appended to a failing call's message (None: nothing).
+    """
+
+    inputs: tuple[str, ...]
+    reference: Callable[..., Any]
+    outputs: tuple[tuple[str, str], ...] = (("out", "x"),)
+    causes: Sequence[Cause] = ()
+    backward_inputs: tuple[str, ...] = ()
+    backward_reference: Callable[..., Any] | None = None
+    grads: tuple[tuple[str, str], ...] = ()
+    grad_checks: Sequence[tuple[tuple[str, ...], Sequence[Cause]]] = ()
+    relations: Callable[[Probe], list[Hypothesis]] | None = None
+    eps_ignored: str | None = None
+    affine: tuple[str, str | None] | None = None
+    grad_shape_hint: str = ""
+    keep_dtype: str | None = None
+    call_hint: Callable[[Probe], str | None] | None = None
+
+    # ------------------------------------------------------------------ calling
+    @property
+    def main(self) -> str:
+        return self.inputs[0]
+
+    def run(self, fn: Callable, probe: Probe, backward: bool = False) -> Any:
+        """``fn(*inputs, **options)`` on copies of the probe's arrays; its result checked
+        (inputs unchanged, tuple arity, shapes, dtype) and returned."""
+        names = self.backward_inputs if backward else self.inputs
+        fn_name = getattr(fn, "__name__", "your function")
+        given = [probe.args[n] for n in names]
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in given]
+        try:
+            res = call(fn, *copies, name=fn_name, **probe.options)
+        except GradingError as e:
+            hint = self.call_hint(probe) if self.call_hint else None
+            if hint and "NotImplementedError" not in str(e):
+                raise GradingError(f"{e}. {hint}") from e
+            raise
+        for name, before, after in zip(names, given, copies, strict=True):
+            if isinstance(before, np.ndarray):
+                unchanged(before, after, name, fn_name)
+        outputs = self.grads if backward else self.outputs
+        return self.validate(res, probe, outputs, fn_name, self.grad_shape_hint if backward else "")
+
+    def validate(
+        self, res: Any, probe: Probe, outputs: tuple, fn_name: str, hint: str = "", where: str = ""
+    ) -> Any:
+        """Check a result's arity, shapes and dtypes against ``outputs`` ((name, like) pairs);
+        ``where`` is appended to each name (e.g. " of process 2")."""
+        names = ", ".join(name for name, _ in outputs)
+        if len(outputs) > 1 and (not isinstance(res, tuple) or len(res) != len(outputs)):
+            size = f" of length {len(res)}" if isinstance(res, tuple) else ""
+            raise GradingError(
+                f"{fn_name} must return a tuple ({names}), got {type(res).__name__}{size}"
+            )
+        x = np.asarray(probe.args[self.main])
+        checked = []
+        for (name, like), value in zip(outputs, res if len(outputs) > 1 else (res,), strict=True):
+            shape, what = np.shape(probe.args[like]), name + where
+            if hint and like != self.main and np.shape(value) != shape:
+                raise GradingError(f"{what} has shape {np.shape(value)}, expected {shape}: {hint}")
+            arr = assert_array(value if like == self.main else np.asarray(value), shape, what)
+            if self.keep_dtype and x.dtype.kind == "f" and arr.dtype != x.dtype:
+                raise GradingError(
+                    f"{what} has dtype {arr.dtype} for {x.dtype} input: {self.keep_dtype}"
+                )
+            checked.append(arr)
+        return tuple(checked) if len(outputs) > 1 else checked[0]
+
+    def check_shapes(self, fn: Callable, probes: Sequence[Probe], backward: bool = False) -> None:
+        """Run ``fn`` on each probe; only its results' types, shapes and dtypes are checked."""
+        assert_no_shortcut(fn)
+        for probe in probes:
+            self.run(fn, probe, backward)
+
+    # ------------------------------------------------------------------ diagnosis
+    def diagnosable(self, probe: Probe) -> bool:
+        return np.asarray(probe.args[self.main]).dtype == np.float64
+
+    def hypotheses(
+        self, causes: Sequence[Cause], probe: Probe, reference: Callable[[Probe], Any]
+    ) -> list[Hypothesis]:
+        """The causes on this probe, then "eps ignored": ``reference`` with other eps values."""
+        if not self.diagnosable(probe):
+            return []
+        hyps = [
+            (message, lambda v=variant: v(probe))
+            for message, *variants in causes
+            for variant in variants
+        ]
+        if self.eps_ignored and "eps" in probe.options:
+            hyps += [
+                (self.eps_ignored, lambda e=e: reference(probe.replace(eps=e)))
+                for e in OTHER_EPS
+                if e != probe.eps
+            ]
+        return hyps
+
+    def forward_value(self, probe: Probe, item: int | None = None) -> Any:
+        args = {n: probe.args[n] for n in self.inputs if n in probe.args}
+        res = self.reference(**args, **probe.options)
+        return res if item is None else res[item]
+
+    # ------------------------------------------------------------------ the checks
+    def check_forward(
+        self,
+        f: Callable,
+        probe: Probe,
+        *,
+        rtol: float = 1e-6,
+        atol: float = 1e-8,
+        what: str | None = None,
+        item: int | None = None,
+        causes: Sequence[Cause] | None = None,
+    ) -> None:
+        """The forward on ``probe`` against the reference; ``item`` compares one result only
+        (BatchNorm's out of (out, running_mean, running_var)); ``causes`` replace the table's
+        (for another mode of the same function)."""
+        assert_no_shortcut(f)
+        out = self.run(f, probe)
+        out = out if item is None else out[item]
+        what = what or f"{self.outputs[item or 0][0]} {probe.label(self.main)}"
+        with self._rerun(f, probe, item):
+            check_against(
+                out,
+                self.forward_value(probe, item),
+                what,
+                self.hypotheses(
+                    self.causes if causes is None else causes,
+                    probe,
+                    lambda p: self.forward_value(p, item),
+                ),
+                rtol=rtol,
+                atol=atol,
+                relations=self.relations(probe) if self.relations else (),
+            )
+
+    def _rerun(self, f: Callable, probe: Probe, item: int | None):
+        if self.affine is None:
+            return contextlib.nullcontext()
+        scale, shift = self.affine
+
+        def changed(g: Any, b: Any) -> Probe:
+            return probe.replace(**{scale: g, **({shift: b} if shift else {})})
+
+        def student(g: Any, b: Any) -> Any:
+            out = self.run(f, changed(g, b))
+            return out if item is None else out[item]
+
+        return explained_by_rerun(
+            student,
+            lambda g, b: self.forward_value(changed(g, b), item),
+            probe.args[scale],
+            probe.args[shift] if shift else None,
+        )
+
+    def numeric_gradients(self, probe: Probe) -> tuple:
+        """Central finite differences of the reference forward's (first) output contracted
+        with ``probe.dout``, with respect to each input the table has a gradient of."""
+        p = probe.float64()
+        item = 0 if len(self.outputs) > 1 else None
+
+        def along(like: str) -> Callable[[np.ndarray], np.ndarray]:
+            return lambda z: self.forward_value(p.replace(**{like: z}), item)
+
+        return tuple(
+            numerical_gradient(along(like), p.args[like], p.dout) for _, like in self.grads
+        )
+
+    def check_backward(
+        self,
+        b: Callable,
+        probe: Probe,
+        *,
+        numeric: bool = False,
+        rtol: float = 1e-6,
+        atol: float = 1e-8,
+    ) -> None:
+        """The backward on ``probe`` (the forward's inputs and ``dout``) against the reference
+        backward, or with ``numeric=True`` against finite differences of the forward."""
+        assert_no_shortcut(b)
+        grads = self.run(b, probe, backward=True)
+        grads = grads if len(self.grads) > 1 else (grads,)
+
+        def reference(p: Probe) -> tuple:
+            res = self.backward_reference(
+                **{n: p.args[n] for n in self.backward_inputs}, **p.options
+            )
+            return res if len(self.grads) > 1 else (res,)
+
+        expected = self.numeric_gradients(probe) if numeric else reference(probe)
+        label = probe.label(self.main) + (" (vs finite differences)" if numeric else "")
+        names = [name for name, _ in self.grads]
+        for group, causes in self.grad_checks:
+            index = [names.index(n) for n in group]
+            what = group[0] if len(group) == 1 else f"({', '.join(group)})"
+            check_against(
+                _pick(grads, index),
+                _pick(expected, index),
+                f"{what} {label}",
+                self.hypotheses(causes, probe, lambda p, index=index: _pick(reference(p), index)),
+                rtol=rtol,
+                atol=atol,
+            )
+
+
+def backward_on(table: NormTable, doc: str) -> Callable:
+    """The public ``check_backward_on(b, dout, x, gamma, eps, *, rtol, atol)`` of a norm
+    whose backward takes ``(dout, x, gamma, eps=eps)`` (BatchNorm, LayerNorm, RMSNorm)."""
+
+    def check_backward_on(b, dout, x, gamma, eps=DEFAULT_EPS, *, rtol=1e-6, atol=1e-8) -> None:
+        # beta is no input of the backward; it gives dbeta its shape (and its value no gradient)
+        zeros = np.zeros_like(np.asarray(gamma))
+        probe = Probe({"dout": dout, "x": x, "gamma": gamma, "beta": zeros}, {"eps": eps})
+        table.check_backward(b, probe, rtol=rtol, atol=atol)
+
+    check_backward_on.__doc__ = doc
+    return check_backward_on
