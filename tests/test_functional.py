@@ -210,63 +210,48 @@ def test_batch_norm_backward_matches_autograd(shape, seed):
     np.testing.assert_allclose(db, bt.grad.numpy(), rtol=1e-8, atol=1e-10)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_backwards_match_finite_differences(seed):
+def _forward_backward_pairs() -> list[tuple]:
+    """Every ``<norm>_backward`` of the module with its forward: a new norm is swept too."""
+    names = [
+        n for n in F.__all__ if n.endswith("_backward") and n[: -len("_backward")] in F.__all__
+    ]
+    assert len(names) >= 4
+    return [(getattr(F, n[: -len("_backward")]), getattr(F, n)) for n in names]
+
+
+@pytest.mark.parametrize("forward, backward", _forward_backward_pairs(), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_backward_matches_finite_differences_of_its_forward(forward, backward, seed):
+    """dx and each parameter gradient against central differences of the forward, with a
+    random upstream gradient. Arguments come from the signatures: (4, 6) input, so the
+    feature axis (LayerNorm, RMSNorm) and the channel axis (BatchNorm, GroupNorm) are both 6;
+    an int is the group count (2 divides 6); the per-feature arrays (γ, β) are random; the
+    backward returns dx, then one gradient per array in the forward's order."""
     r = rng(seed)
-    x = r.normal(size=(3, 2, 5)) * 1.5 + 0.5
+    x = r.normal(size=(4, 6)) * 1.5 + 0.5
     dy = r.normal(size=x.shape)
-    g, b = r.normal(size=5), r.normal(size=5)
+    params = list(inspect.signature(forward, eval_str=True).parameters.values())[1:]
+    ints = {p.name: 2 for p in params if p.annotation is int}
+    arrays = {
+        p.name: r.normal(size=6)
+        for p in params
+        if p.annotation not in (int, float, bool) and not p.name.startswith("running")
+    }
 
-    dx, dg, db = F.layer_norm_backward(dy, x, g)
-    np.testing.assert_allclose(
-        dx,
-        numeric_grad(lambda z: np.sum(F.layer_norm(z, g, b) * dy), x.copy()),
-        rtol=1e-5,
-        atol=1e-7,
-    )
-    np.testing.assert_allclose(
-        dg,
-        numeric_grad(lambda z: np.sum(F.layer_norm(x, z, b) * dy), g.copy()),
-        rtol=1e-5,
-        atol=1e-7,
-    )
-    np.testing.assert_allclose(
-        db,
-        numeric_grad(lambda z: np.sum(F.layer_norm(x, g, z) * dy), b.copy()),
-        rtol=1e-5,
-        atol=1e-7,
-    )
+    def loss(**changed):
+        out = forward(changed.pop("x", x), **{**arrays, **ints, **changed})
+        return np.sum((out[0] if isinstance(out, tuple) else out) * dy)
 
-    dx, dg = F.rms_norm_backward(dy, x, g)
-    np.testing.assert_allclose(
-        dx, numeric_grad(lambda z: np.sum(F.rms_norm(z, g) * dy), x.copy()), rtol=1e-5, atol=1e-7
-    )
-    np.testing.assert_allclose(
-        dg, numeric_grad(lambda z: np.sum(F.rms_norm(x, z) * dy), g.copy()), rtol=1e-5, atol=1e-7
-    )
-
-    xb = r.normal(size=(6, 3, 2))
-    dyb = r.normal(size=xb.shape)
-    gb, bb = r.normal(size=3), r.normal(size=3)
-    dx, dg, db = F.batch_norm_backward(dyb, xb, gb)
-    np.testing.assert_allclose(
-        dx,
-        numeric_grad(lambda z: np.sum(F.batch_norm(z, gamma=gb, beta=bb)[0] * dyb), xb.copy()),
-        rtol=1e-5,
-        atol=1e-7,
-    )
-    np.testing.assert_allclose(
-        dg,
-        numeric_grad(lambda z: np.sum(F.batch_norm(xb, gamma=z, beta=bb)[0] * dyb), gb.copy()),
-        rtol=1e-5,
-        atol=1e-7,
-    )
-    np.testing.assert_allclose(
-        db,
-        numeric_grad(lambda z: np.sum(F.batch_norm(xb, gamma=gb, beta=z)[0] * dyb), bb.copy()),
-        rtol=1e-5,
-        atol=1e-7,
-    )
+    wanted = {}
+    for p in list(inspect.signature(backward, eval_str=True).parameters.values())[2:]:
+        if p.name in arrays or p.name in ints:
+            wanted[p.name] = {**arrays, **ints}[p.name]
+    grads = backward(dy, x, **wanted)
+    assert len(grads) == 1 + len(arrays), backward.__name__
+    for got, name in zip(grads, ["x", *arrays], strict=True):
+        start = x if name == "x" else arrays[name]
+        want = numeric_grad(lambda z, name=name: loss(**{name: z}), start.copy())
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=name)
 
 
 def test_gamma_gradients_are_summed_over_every_leading_axis():

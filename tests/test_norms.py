@@ -50,3 +50,37 @@ def test_every_norm_is_drawn_in_its_own_okabe_ito_colour_with_a_second_cue():
         assert plots.MARKERS[spec.kind] == spec.marker
     styles = [(spec.linestyle, spec.marker) for spec in norms.NORMS]
     assert len(set(map(str, styles))) == len(styles)  # told apart without colour too
+
+
+@pytest.mark.parametrize("spec", norms.NORMS, ids=lambda s: s.kind)
+def test_a_registered_module_computes_its_numpy_reference_forward_and_backward(spec):
+    """The torch module that make_norm builds (training mode, fresh γ = 1, β = 0) against the
+    NumPy reference ``functional.<spec.function>`` and its backward, float64 in both: a new
+    norm's module is checked without an edit here. An int argument of the reference is the
+    group count the module was built with."""
+    import inspect
+
+    import numpy as np
+
+    from normedu import functional as F
+
+    module = nnu.make_norm(spec.kind, 16).double()
+    x = torch.randn(4, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 2
+    x.requires_grad_(True)
+    dout = torch.randn(4, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    module(x).backward(dout)
+    forward, backward = getattr(F, spec.function), getattr(F, spec.function + "_backward")
+    params = list(inspect.signature(forward, eval_str=True).parameters.values())[1:]
+    ints = {p.name: norms.groups_for(16) for p in params if p.annotation is int}
+    # A fresh module's scale is 1 and its shift 0: the reference gets the same (β by name).
+    affine = {
+        p.name: (np.zeros if p.name == "beta" else np.ones)(16)
+        for p in params
+        if p.annotation not in (int, float, bool) and not p.name.startswith("running")
+    }
+    out = forward(x.detach().numpy(), **affine, **ints)
+    out = out[0] if isinstance(out, tuple) else out
+    np.testing.assert_allclose(module(x).detach().numpy(), out, rtol=1e-10, atol=1e-10)
+    gamma = {"gamma": np.ones(16)} if "gamma" in inspect.signature(backward).parameters else {}
+    dx = backward(dout.numpy(), x.detach().numpy(), **gamma, **ints)[0]
+    np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-8, atol=1e-10)
