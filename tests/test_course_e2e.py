@@ -306,6 +306,38 @@ def test_feedback_hides_hidden_tests(graded):
     assert "HIDDEN-CHECK" in autograded
 
 
+@pytest.mark.browser
+def test_feedback_output_lines_wrap_at_the_page_width(graded, tmp_path):
+    """A student reads the feedback page in a browser: at a narrow window no output line runs
+    past its box (nbgrader's template kept each line whole, so "Likely cause: ..." sat
+    off-screen). The negative control removes the course's style and finds the overflow."""
+    from playwright.sync_api import sync_playwright
+    from site_helpers import dead_port, launch_context, require_chromium
+
+    from normedu.course.feedback import feedback
+
+    require_chromium()
+    pages = feedback(graded.course, "demo", ["stub"])
+    overflow = """() => [...document.querySelectorAll('div.output_area pre')]
+        .filter(p => p.offsetParent !== null).map(p => p.scrollWidth - p.clientWidth)"""
+    with sync_playwright() as pw, dead_port() as port:
+        context = launch_context(pw, tmp_path / "profile", dead_proxy=port)
+        try:
+            page = context.new_page()
+            page.set_viewport_size({"width": 480, "height": 900})
+            page.goto(pages["stub"].as_uri())
+            wrapped = page.evaluate(overflow)
+            page.evaluate(
+                "() => document.querySelectorAll('style').forEach(s => "
+                "s.textContent.includes('pre-wrap !important') && s.remove())"
+            )
+            unwrapped = page.evaluate(overflow)
+        finally:
+            context.close()
+    assert wrapped and max(wrapped) <= 1, wrapped
+    assert max(unwrapped) > 50, unwrapped  # without the style the lines do run past the box
+
+
 def test_grading_leaves_nothing_in_the_temporary_folder(graded):
     # Workers are killed, not asked to tidy up, and some submissions time out or kill their
     # kernel: the kernels' working copies, sockets and connection files must still go.
