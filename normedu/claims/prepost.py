@@ -287,14 +287,14 @@ def pre_flat_2x(init, stab, dev: str) -> Claim:
         "than a factor of 2 from the first layer to the last",
         source=THIS_CHAPTER,
         measured=f"max/min of the FFN-W2 gradient norm over layers after training "
-        f"({stab.depth} layers, Pre-LN without warm-up, last step): {end_spread:.1f}; at init: "
+        f"({stab.depth} layers, Pre-LN without warm-up, last step): {end_spread:.2f}; at init: "
         + ", ".join(f"{d} layers {s:.1f}" for d, s in pre_spreads.items()),
         # no gradients recorded after training (NaN): nothing tests the claim, "depends"
         verdict="depends" if math.isnan(end_spread) else verdict(end_spread < 2),
         device=dev,
-        note="tested by the spread after training; the spreads at initialization are context, "
-        "not the test: there the gradient shrinks from the input side to the output side, as "
-        "NormFormer (Shleifer et al., 2021) also reports for Pre-LN",
+        note="tested by the spread after training (one run); the spreads at initialization are "
+        "context, not the test: there the gradient shrinks from the input side to the output "
+        "side, as NormFormer (Shleifer et al., 2021) also reports for Pre-LN",
     )
 
 

@@ -19,8 +19,8 @@ PAPER = "Zhang & Sennrich, 2019 (NeurIPS)"
 #: Which models use RMSNorm, per each model's paper and, where the paper does not name its
 #: norm, the reference code the model was trained or released with: (id, model, source,
 #: verdict, what the source says). "cited": the source names or computes RMSNorm; "not
-#: reproduced": the source, read in full, does not support the claim (it says something else
-#: or nothing), and the note says what it does say.
+#: reproduced": the source does not support the claim (it describes the norm without saying
+#: RMSNorm, nor whether the mean is subtracted); the last field says what it does say.
 MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     (
         "llama",
