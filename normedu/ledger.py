@@ -16,7 +16,9 @@ How the pieces fit:
 Verdicts:
 - ``confirmed``: our measurement agrees with the claim (within the stated tolerance).
 - ``depends``: true under some conditions only (device, kernel, size); the note says which.
-- ``not reproduced``: our measurement disagrees.
+- ``not reproduced``: our measurement disagrees, or, for a claim checked by reading its
+  sources (which norm a model uses), they do not support it (``measured`` says what they
+  do say).
 - ``cited``: not measurable here (e.g. a 90-GPU-day ImageNet table); carried with its source.
 
 Sources: a claim from a published work cites it with :func:`cite` (a ``{cite}`` role on

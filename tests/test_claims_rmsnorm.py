@@ -33,4 +33,10 @@ def test_model_list_verdicts():
     by = {key: verdict for key, _, _, verdict, _ in C.MODELS}
     assert set(by) == {"llama", "llama2", "t5", "palm", "gemma", "mistral", "deepseek"}
     assert set(by.values()) <= set(VERDICTS)
-    assert by["palm"] == by["t5"] == by["mistral"] == "depends"
+    # T5 and Mistral name it only in their reference code, which the rows cite; PaLM's paper
+    # never says it.
+    assert by["t5"] == by["mistral"] == "cited"
+    assert by["palm"] == "not reproduced"
+    sources = {key: source for key, _, source, _, _ in C.MODELS}
+    assert "mesh_tensorflow" in sources["t5"] and "mistral_inference" in sources["mistral"]
+    assert {"gemma_pytorch", "gemma2_2024"} <= set(sources["gemma"].split("`")[1].split(","))

@@ -24,7 +24,8 @@ def check() -> list[Claim]:
 
     out = compounding()
     dev = measured_on()
-    out += [relu_gain(dev), tanh_gain(dev), initial_loss(dev), bounded(dev)]
+    out += [relu_gain(dev), tanh_gain(), tanh_unit_variance(dev)]
+    out += [initial_loss(dev), bounded(dev)]
     conv = D.convergence()  # one training run per setting, shared by the next two claims
     out += [smoother(conv, dev), faster(conv, dev), fragile(dev)]
     return out + [hundreds(), internal_covariate_shift()]
@@ -71,23 +72,53 @@ def relu_gain(dev: str) -> Claim:
     )
 
 
-def tanh_gain(dev: str) -> Claim:
-    from ..experiments import drift as D
+def tanh_gain() -> Claim:
+    """What torch.nn.init.calculate_gain returns for tanh."""
+    import torch
 
-    m2 = D.tanh_second_moment(1.0)
-    vp = 1 / math.sqrt(m2)
-    tanh = {g: D.preactivation_std_profile("tanh", g)[-1] for g in (5 / 3, vp)}
+    gain = torch.nn.init.calculate_gain("tanh")
     return Claim(
         id="drift.tanh_gain",
         chapter=CH,
-        claim="The gain for tanh is 5/3 (torch.nn.init.calculate_gain)",
+        claim="torch.nn.init.calculate_gain('tanh') is 5/3",
         source="PyTorch documentation, torch.nn.init",
-        measured=f"variance preservation for unit-variance inputs gives 1/√E[tanh(z)²] = "
-        f"{vp:.3f}; std at layer 50 of a 50-layer tanh net: {tanh[5 / 3]:.3f} with 5/3, "
-        f"{tanh[vp]:.3f} with {vp:.3f}",
-        verdict="depends",
+        measured=f"calculate_gain('tanh') = {gain:.6f}; 5/3 = {5 / 3:.6f}",
+        verdict=verdict(abs(gain - 5 / 3) < 1e-12),
+        device=f"torch {torch.__version__}",
+        extra={"cite": ["pytorch_init"]},
+    )
+
+
+def tanh_unit_variance(dev: str) -> Claim:
+    """Whether 5/3 is the variance-preserving tanh gain: the gain that keeps unit variance,
+    two ways, and the scale a deep tanh stack at 5/3 settles at (the page's experiment)."""
+    import torch
+
+    from ..experiments import drift as D
+
+    vp = 1 / math.sqrt(D.tanh_second_moment(1.0))  # Gauss-Hermite quadrature
+    # An independent check of the quadrature: a seeded Monte Carlo estimate in float64.
+    z = torch.randn(1_000_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    vp_mc = 1 / math.sqrt(float(torch.tanh(z).pow(2).mean()))
+    q = 1.0
+    for _ in range(200):  # the variance map q -> g² E[tanh(√q z)²] at g = 5/3, to its fixed point
+        q = (5 / 3) ** 2 * D.tanh_second_moment(q)
+    std = {g: D.preactivation_std_profile("tanh", g)[-1] for g in (5 / 3, vp)}
+    keeps_unit = abs(vp - 5 / 3) < 0.01 and abs(std[5 / 3] - 1) < 0.02
+    return Claim(
+        id="drift.tanh_unit_variance",
+        chapter=CH,
+        claim="The tanh gain 5/3 preserves unit variance from layer to layer",
+        source=f"{COURSE}; a common reading of the gain that PyTorch's documentation gives "
+        "without a derivation",
+        measured=f"variance preservation for unit-variance inputs needs 1/√E[tanh(z)²] = "
+        f"{vp:.4f} (quadrature; {vp_mc:.4f} from 10⁶ seeded samples), not 5/3 = {5 / 3:.4f}; "
+        f"at 5/3 the variance map settles at std {math.sqrt(q):.4f}, and a 50-layer tanh net "
+        f"measures std {std[5 / 3]:.3f} at layer 50 ({std[vp]:.3f} with gain {vp:.3f})",
+        verdict=verdict(keeps_unit),
         device=dev,
-        note="5/3 is a heuristic: it keeps the scale stable, slightly above unit variance",
+        note="5/3 is a heuristic: it keeps the scale stable, "
+        f"{100 * (math.sqrt(q) - 1):.0f}% above unit standard deviation",
         extra={"cite": ["pytorch_init"]},
     )
 
@@ -187,24 +218,30 @@ def faster(conv: dict, dev: str) -> Claim:
 
 
 def fragile(dev: str) -> Claim:
+    from ..device import choose
     from ..experiments import drift as D
 
+    depth = choose(D.SIZES).train_depth
     frag = {r["setting"]: r for r in D.fragility()}
     hi_none = frag["no norm, Kaiming gain, lr 1.0"]
     hi_bn = frag["BatchNorm, gain 1, lr 1.0"]
     small = frag["no norm, gain 1 (too small), lr 0.1"]
-    ok = hi_none["diverged"] and not hi_bn["diverged"] and small["test_acc"] < 0.2
+    # "trains": not diverged and well above chance (10%); "near chance": below 20%
+    trains = not hi_bn["diverged"] and hi_bn["test_acc"] > 0.5
+    ok = hi_none["diverged"] and trains and small["test_acc"] < 0.2
     return Claim(
         id="drift.fragile",
         chapter=CH,
-        claim="Without normalization deep nets (beyond 10-20 layers) need careful init, "
-        "tiny learning rates and clipping; with it, standard settings work",
+        claim=f"In a {depth}-layer ReLU MLP trained with plain SGD, the un-normalized net "
+        "diverges at learning rate 1.0 with Kaiming init and stays near chance accuracy with "
+        "gain 1 at learning rate 0.1, while BatchNorm trains at learning rate 1.0 with gain 1",
         source=COURSE,
-        measured=f"20-layer ReLU MLP: lr 1.0 without a norm diverged={hi_none['diverged']}, "
-        f"with BatchNorm test acc {hi_bn['test_acc']:.0%}; gain 1 without a norm: test acc "
-        f"{small['test_acc']:.0%}",
+        measured=f"{depth}-layer ReLU MLP on digits: lr 1.0 without a norm diverged="
+        f"{hi_none['diverged']}, with BatchNorm test acc {hi_bn['test_acc']:.0%}; gain 1 "
+        f"without a norm: test acc {small['test_acc']:.0%} (chance 10%)",
         verdict=verdict(ok),
         device=dev,
+        note="one run per setting; other initializations, optimizers and schedules untried",
     )
 
 

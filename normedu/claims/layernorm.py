@@ -224,7 +224,8 @@ def gamma_values() -> Claim:
         id="ln.gamma_values",
         chapter=CH,
         claim="Trained γ cluster around 1; some features reach 1.5–2.0, others 0.3–0.5",
-        source=PARAMS + " (a common description; no measurement known to us)",
+        # source_markdown splits at "; " and links the chapter: no bracket may span the split
+        source=f"{PARAMS}; a common description, with no measurement behind it that we know of",
         measured=f"{tg['config']['depth']}-LayerNorm digits MLP: median γ {med:.3f}, 1%–99% "
         "range "
         f"{lo:.2f}–{hi:.2f}; {tg['share_high']:.1%} in [1.5, 2.0], {tg['share_low']:.1%} in "

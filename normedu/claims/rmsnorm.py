@@ -16,9 +16,11 @@ ARTICLE = "this course, chapter 'RMSNorm'"
 NOTES = ARTICLE
 PAPER = "Zhang & Sennrich, 2019 (NeurIPS)"
 
-#: Which models use RMSNorm, per each model's own paper: (id, model, source, verdict, what
-#: the paper says). "cited": the paper names RMSNorm; "depends": it describes something
-#: else or nothing, and the note says what.
+#: Which models use RMSNorm, per each model's paper and, where the paper does not name its
+#: norm, the reference code the model was trained or released with: (id, model, source,
+#: verdict, what the source says). "cited": the source names or computes RMSNorm; "not
+#: reproduced": the source does not support the claim (it describes the norm without saying
+#: RMSNorm, nor whether the mean is subtracted); the last field says what it does say.
 MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     (
         "llama",
@@ -37,33 +39,39 @@ MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     (
         "t5",
         "T5",
-        cite("raffel2020exploring"),
-        "depends",
-        "a simplified layer norm that only rescales the activations and adds no bias; the paper "
-        "does not use the name RMSNorm",
+        cite("raffel2020exploring") + "; " + cite("mesh_tensorflow", where="transformer.py"),
+        "cited",
+        "the paper: a simplified layer norm that only rescales the activations and adds no "
+        "bias, without the name RMSNorm; the Mesh TensorFlow code it was trained with computes "
+        "x·rsqrt(mean(x²) + ε)·scale, no mean, no bias (sublayer_rms_norm), and keeps the "
+        "older scope name layer_norm for checkpoint compatibility (sublayer_legacy_rms_norm)",
     ),
     (
         "palm",
         "PaLM",
         cite("chowdhery2023palm"),
-        "depends",
-        "layer norms without biases; the paper does not say RMSNorm, nor whether the mean is "
+        "not reproduced",
+        "layer norms without biases; the paper never says RMSNorm, nor whether the mean is "
         "subtracted",
     ),
     (
         "gemma",
         "Gemma",
-        cite("gemma2024"),
+        cite("gemma2024", "gemma_pytorch", "gemma2_2024"),
         "cited",
-        "RMSNorm, on both the input and the output of each sub-layer",
+        "the report: RMSNorm on both the input and the output of each sub-layer; the "
+        "reference code (GemmaDecoderLayer) normalizes only the sub-layer inputs (before "
+        "attention, before the MLP) and the final output; norms on the sub-layer outputs come "
+        "with Gemma 2 (Gemma2DecoderLayer)",
     ),
     (
         "mistral",
         "Mistral 7B",
-        cite("jiang2023mistral"),
-        "depends",
-        "the paper does not name its norm; the released model configuration sets an RMSNorm eps "
-        "(rms_norm_eps)",
+        cite("jiang2023mistral") + "; " + cite("mistral_inference", where="one_file_ref.py"),
+        "cited",
+        "the paper does not name its norm; the reference code applies RMSNorm "
+        "(x·rsqrt(mean(x²) + ε)·weight) before attention (attention_norm), before the "
+        "feed-forward layer (ffn_norm) and to the final output (norm)",
     ),
     (
         "deepseek",
@@ -283,7 +291,11 @@ def recentering() -> Claim:
         id="rmsnorm.recentering",
         chapter=CHAPTER,
         claim="Re-centring can be dropped at no cost; re-scaling is what a norm must keep",
-        source=PAPER,
+        # The paper hypothesizes this; the test of it is this chapter's own ablation.
+        source=cite("zhang2019root")
+        + " (hypothesis); this course's ablation, {doc}`"
+        + CHAPTER
+        + "` (measurement)",
         measured=f"{abl.size.depth}-layer ReLU MLP on digits, {len(abl.size.seeds)} seeds, "
         f"gain {bad:.2g}: "
         + ", ".join(f"{k} {abl.mean(bad, k):.1%}" for k in abl.acc[bad])
@@ -331,16 +343,20 @@ def mean_square() -> Claim:
 
 
 def uses() -> list[Claim]:
-    """rmsnorm.uses.<model>: what each paper of :data:`MODELS` says about its norm."""
+    """rmsnorm.uses.<model>: what the sources of :data:`MODELS` say about each model's norm."""
     return [
         Claim(
             id=f"rmsnorm.uses.{key}",
             chapter=CHAPTER,
             claim=f"{model} uses RMSNorm",
             source=source,
-            measured=f"what the paper says: {says}",
+            measured=f"what the source says: {says}",
             verdict=found,
             device="—",
+            note=""
+            if found == "cited"
+            else "not reproduced from the source: it does not say RMSNorm, which is not "
+            "the same as saying the model does not use it",
         )
         for key, model, source, found, says in MODELS
     ]
@@ -366,6 +382,45 @@ def prms() -> Claim:
     )
 
 
+def half_eps_check(d: int = 64, rms: float = 1e-3, seed: int = 0) -> dict[str, dict]:
+    """Which eps ``torch.rms_norm(x, (d,), eps=None)`` adds, for float16 and bfloat16 ``x``.
+
+    ``x``: seeded N(0, 1) rows rescaled to RMS ``rms``, then cast. Small enough that the eps
+    matters: ``rms² = 1e-6`` against ``finfo(float32).eps ≈ 1.2e-7`` and
+    ``finfo(float16).eps ≈ 9.8e-4``. Returns, per dtype name: ``out_rms`` (of torch's
+    output), ``module_diff`` (largest difference of ``torch.nn.RMSNorm(d)``'s output from
+    it), and for each candidate eps (``"float32"``: ``finfo(float32).eps``, ``"input"``:
+    ``finfo(x.dtype).eps``) the output RMS of ``x·rsqrt(mean(x²) + eps)`` computed in float32
+    and cast back (``rms_<name>``) and its largest difference from torch's output
+    (``diff_<name>``).
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    z = torch.randn(8, d, generator=gen, dtype=torch.float64)
+    z = z / z.pow(2).mean(-1, keepdim=True).sqrt()
+    out = {}
+    for dt in (torch.float16, torch.bfloat16):
+        x = (rms * z).to(dt)
+        got = torch.rms_norm(x, (d,), eps=None).double()
+        xf = x.float()
+        with torch.no_grad():
+            module = torch.nn.RMSNorm(d, dtype=dt)(x).double()
+        row = {
+            "out_rms": float(got.pow(2).mean().sqrt()),
+            "module_diff": float((module - got).abs().max()),
+        }
+        for name, eps in (
+            ("float32", torch.finfo(torch.float32).eps),
+            ("input", torch.finfo(dt).eps),
+        ):
+            ref = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(dt).double()
+            row[f"rms_{name}"] = float(ref.pow(2).mean().sqrt())
+            row[f"diff_{name}"] = float((got - ref).abs().max())
+        out[str(dt).removeprefix("torch.")] = row
+    return out
+
+
 def torch_eps() -> Claim:
     import torch
 
@@ -374,17 +429,35 @@ def torch_eps() -> Claim:
     tiny = next(r for r in eps_check() if r["scale"] == 1e-3)
     eps_default = torch.finfo(torch.float32).eps
     predicted = 1e-3 / math.sqrt(1e-6 + eps_default)
+    half = half_eps_check()
+    # A float16 output is exact to ~1e-3 near 1: torch's output must match the float32-eps
+    # formula to that, and differ from the finfo(input dtype) formula by far more.
+    half_ok = all(
+        r["diff_float32"] < 1e-2 and r["diff_input"] > 0.5 and r["module_diff"] < 1e-2
+        for r in half.values()
+    )
     return Claim(
         id="rmsnorm.torch_eps",
         chapter=CHAPTER,
-        claim="torch.nn.RMSNorm's default eps is torch.finfo(dtype).eps (1.19e-7 for float32), "
-        "not the 1e-5/1e-6 of model configs",
+        claim="torch.nn.RMSNorm's default eps (eps=None) is the machine epsilon of the type it "
+        "computes in: torch.finfo(float32).eps ≈ 1.19e-7 for float32, float16 and bfloat16 "
+        "inputs (not finfo of the input dtype), not the 1e-5/1e-6 of model configs",
         source="PyTorch documentation, torch.nn.RMSNorm (torch ≥ 2.4)",
-        measured=f"input RMS 1e-3 → output RMS {tiny['default']:.3f} (default), "
+        measured=f"float32 input of RMS 1e-3 → output RMS {tiny['default']:.3f} (default), "
         f"{tiny['1e-6']:.3f} (1e-6), {tiny['1e-5']:.3f} (1e-5); predicted for the default: "
-        f"{predicted:.3f}",
-        verdict=verdict(abs(tiny["default"] - predicted) < 1e-3),
+        f"{predicted:.3f}. "
+        + "; ".join(
+            f"{name} input of RMS 1e-3: torch.rms_norm(eps=None) output RMS {r['out_rms']:.3f}; "
+            f"with finfo(float32).eps {r['rms_float32']:.3f} (max difference "
+            f"{r['diff_float32']:.1e}), with finfo({name}).eps {r['rms_input']:.3f}"
+            for name, r in half.items()
+        )
+        + " (torch.nn.RMSNorm's output equals torch.rms_norm's to "
+        + f"{max(r['module_diff'] for r in half.values()):.1e})",
+        verdict=verdict(abs(tiny["default"] - predicted) < 1e-3 and half_ok),
         device=f"torch {torch.__version__}",
+        note="the documentation writes torch.finfo(x.dtype).eps; float16 and bfloat16 inputs "
+        "are computed in float32 and get float32's eps (float64 inputs get float64's)",
     )
 
 
