@@ -158,7 +158,8 @@ def rms_norm(x: ArrayLike, gamma: ArrayLike | None = None, eps: float = DEFAULT_
     - x: shape (..., D).
     - gamma: scale of shape (D,), or None for ones. There is no shift (no beta).
     - eps: added to the mean of squares inside the square root. Note that
-      ``torch.nn.RMSNorm(eps=None)`` uses ``torch.finfo(dtype).eps`` (1.19e-7 for float32),
+      ``torch.nn.RMSNorm(eps=None)`` uses the machine epsilon of the type it computes in
+      (``torch.finfo(torch.float32).eps`` = 1.19e-7 for float32, float16 and bfloat16 inputs),
       not 1e-5; pass eps explicitly when you compare.
 
     Returns:

@@ -218,7 +218,8 @@ class RMSNorm(nn.Module):
     """RMSNorm over the last axis with a learnable ``weight`` (gamma, ones) and no bias.
 
     Parameters: d. Input (..., d) -> output (..., d). eps defaults to 1e-5 (the LLaMA value),
-    whereas ``torch.nn.RMSNorm(eps=None)`` uses ``torch.finfo(x.dtype).eps``.
+    whereas ``torch.nn.RMSNorm(eps=None)`` uses the machine epsilon of the type it
+    computes in (float32's for float16 and bfloat16 inputs).
     """
 
     def __init__(self, d: int, eps: float = DEFAULT_EPS) -> None:

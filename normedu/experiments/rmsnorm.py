@@ -6,7 +6,8 @@
   RMS from the first p% of the features; how far the estimate and the output drift from full
   RMSNorm, on features of equal scale and on features of unequal scale, and how much time the
   shorter reduction saves.
-- :func:`eps_check`: ``torch.nn.RMSNorm``'s default eps (``torch.finfo(dtype).eps``) against
+- :func:`eps_check`: ``torch.nn.RMSNorm``'s default eps (the machine epsilon of the type it
+  computes in: float32's for half inputs) against
   the 1e-5 / 1e-6 that model configurations set, on inputs of shrinking magnitude.
 
 - :func:`backward_check`: RMSNorm's backward three ways (the step-by-step walk, the compact
