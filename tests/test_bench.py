@@ -67,20 +67,53 @@ def test_rows_have_the_contract_keys_and_one_row_per_variant(res):
     assert {r["impl"] for r in res.copies} == {"copy", "clone"}
 
 
-def test_row_arithmetic_is_consistent(res):
-    for r in res.rows():
+def test_rows_of_a_real_run_are_ordered_samples(res):
+    for r in res.rows() + res.copies:
         assert r["reps"] == 2
         assert r["min_s"] <= r["median_s"] <= r["max_s"]
         assert r["median_s"] == pytest.approx((r["min_s"] + r["max_s"]) / 2)  # median of two
-        itemsize = 4 if r["dtype"] == "float32" else 2
-        expected_gbps = ideal_bytes(r["n"], r["d"], r["pass_"], itemsize) / r["median_s"] / 1e9
-        assert r["gbps"] == pytest.approx(expected_gbps)
-        copy = res.copy_row(r["n"], r["d"], r["dtype"])
-        assert r["frac_of_copy"] == pytest.approx(r["gbps"] / copy["gbps"])
-        best = (copy["min_s"] / r["min_s"]) * ideal_bytes(r["n"], r["d"], r["pass_"], itemsize)
-        assert r["frac_best"] == pytest.approx(best / ideal_bytes(r["n"], r["d"], "fwd", itemsize))
         assert r["compile_s"] == 0.0  # none of these variants compiles
-    assert res.copy_row(16, 32)["frac_of_copy"] == pytest.approx(1.0)
+
+
+def test_rows_from_known_timings_are_the_hand_computed_numbers(monkeypatch):
+    # The timings are replaced by chosen samples, in the order run_benchmark times its variants
+    # (copy, clone, then op x impl x pass); every expected number is worked out by hand below
+    # for one 16 x 32 float32 shape: a forward moves 2 * 16 * 32 * 4 = 4096 bytes, forward and
+    # backward 5 * 16 * 32 * 4 = 10240.
+    from normedu import timing
+
+    samples = {
+        "copy": [1e-6, 3e-6],  # median 2 us: 4096 B / 2 us = 2.048 GB/s; fastest 1 us
+        "clone": [2e-6, 2e-6],
+        "layernorm/fwd": [2e-6, 6e-6],  # median 4 us: 1.024 GB/s
+        "layernorm/fwdbwd": [4e-6, 6e-6],  # median 5 us: 10240 B / 5 us = 2.048 GB/s
+        "rmsnorm/fwd": [1e-6, 1e-6],
+        "rmsnorm/fwdbwd": [8e-6, 12e-6],  # median 10 us: 1.024 GB/s
+    }
+    monkeypatch.setattr(
+        timing, "interleaved", lambda fns, rounds, **kw: [list(v) for v in samples.values()]
+    )
+    res = run_benchmark(
+        shapes=[(16, 32)], impls=("eager",), passes=("fwd", "fwdbwd"), reps=2, warmup=0,
+        progress=False, command="pytest",
+    )  # fmt: skip
+    expected = {  # gbps, frac_of_copy (medians), frac_best (fastest, scaled to copy's bytes)
+        "layernorm/fwd": (1.024, 0.5, 0.5),  # frac_best: 1 us / 2 us
+        "layernorm/fwdbwd": (2.048, 1.0, 0.625),  # 1 us / 4 us * 10240 / 4096
+        "rmsnorm/fwd": (4.096, 2.0, 1.0),
+        "rmsnorm/fwdbwd": (1.024, 0.5, 0.3125),  # 1 us / 8 us * 10240 / 4096
+    }
+    for key, (gbps, frac, best) in expected.items():
+        op, pass_ = key.split("/")
+        r = res.find(op, "eager", 16, 32, pass_)
+        assert (r["median_s"], r["min_s"], r["max_s"]) == pytest.approx(
+            (sum(samples[key]) / 2, min(samples[key]), max(samples[key]))
+        )
+        assert (r["gbps"], r["frac_of_copy"], r["frac_best"]) == pytest.approx((gbps, frac, best))
+    copy = res.copy_row(16, 32)
+    assert (copy["gbps"], copy["frac_of_copy"]) == pytest.approx((2.048, 1.0))
+    assert res.copy_row(16, 32, impl="clone")["gbps"] == pytest.approx(2.048)
+    assert res.ratio("eager", 16, 32, pass_="fwdbwd") == pytest.approx(2.0)  # 10 us / 5 us
 
 
 def test_ratio_is_rms_over_layernorm_median(res):

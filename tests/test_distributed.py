@@ -1,7 +1,8 @@
 """normedu.distributed: SyncBatchNorm on real processes equals BatchNorm on the concatenated batch.
 
 Each spawned group runs several cases at once (starting processes is the slow part). The
-reference is ``torch.nn.BatchNorm1d/2d`` on the concatenation of every rank's slice, in float64.
+reference is BatchNorm of the concatenation of every rank's slice, written out from its
+definition in float64 (:func:`reference`), and on CUDA also ``torch.nn.SyncBatchNorm``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from normedu.distributed import (
 )
 
 TOL = 1e-6
+EPS = 1e-5  # BatchNorm's default eps, which the rank functions leave alone
+KEYS = ("out", "dx", "dgamma", "dbeta", "running_mean", "running_var")
 
 # Equal and unequal local batches; (N, C), (N, C, L) and (N, C, H, W) inputs.
 CASES = {
@@ -41,23 +44,32 @@ CASES = {
 
 
 def reference(case):
-    """BatchNorm on the concatenated global batch: out, dx, dgamma, dbeta, running buffers."""
+    """BatchNorm of the concatenated global batch from its definition: out, dx, dgamma, dbeta,
+    running buffers.
+
+    Statistics over every axis but the channels (axis 1), the biased variance to normalize and
+    the unbiased one (n / (n - 1)) for the running variance, which starts at 1 (the running mean
+    at 0); gradients by autograd through these float64 formulas.
+    """
     x, dy, gamma, beta = make_global_batch(case)
-    cls = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d}[x.dim()]
-    bn = cls(x.shape[1], momentum=case.get("momentum", 0.1), dtype=torch.float64)
-    with torch.no_grad():
-        bn.weight.copy_(gamma)
-        bn.bias.copy_(beta)
-    x = x.clone().requires_grad_(True)
-    out = bn(x)
+    momentum = case.get("momentum", 0.1)
+    axes = [0, *range(2, x.dim())]
+    per_channel = (1, -1) + (1,) * (x.dim() - 2)
+    n = x.numel() // x.shape[1]
+    x, gamma, beta = (t.clone().requires_grad_(True) for t in (x, gamma, beta))
+    mean = x.mean(dim=axes)
+    var = ((x - mean.view(per_channel)) ** 2).mean(dim=axes)
+    x_hat = (x - mean.view(per_channel)) / torch.sqrt(var.view(per_channel) + EPS)
+    out = gamma.view(per_channel) * x_hat + beta.view(per_channel)
     out.backward(dy)
+    mean, var = mean.detach(), var.detach()
     return {
         "out": out.detach(),
         "dx": x.grad,
-        "dgamma": bn.weight.grad,
-        "dbeta": bn.bias.grad,
-        "running_mean": bn.running_mean,
-        "running_var": bn.running_var,
+        "dgamma": gamma.grad,
+        "dbeta": beta.grad,
+        "running_mean": momentum * mean,
+        "running_var": (1 - momentum) + momentum * var * n / (n - 1),
     }
 
 
@@ -118,7 +130,39 @@ def test_single_process_and_eval_mode_equal_batchnorm():
     assert (ours(x) - ref(x)).abs().max() < TOL
 
 
-CUDA_CASE = dict(local=(4, 4), shape=(3, 2, 2), seed=8)
+CUDA_CASE = dict(local=(3, 5), shape=(3, 2, 2), seed=8)
+
+
+def one_device_rank_pass(
+    rank: int, world_size: int, case: dict, device: str = "cuda:0", against_torch: bool = True
+) -> dict:
+    """:func:`normedu.distributed.cuda_rank_pass` with every rank on the same ``device``.
+
+    NCCL refuses two ranks on one GPU, gloo does not: with gloo, torch's SyncBatchNorm gathers
+    the statistics with ``all_gather`` into a list (its gloo branch; ``all_gather_into_tensor``
+    is NCCL's) and sums the backward's with ``all_reduce``, and ours all-reduces; gloo runs both
+    collectives on CUDA tensors by staging them through pinned host memory. Returns this rank's
+    ``KEYS`` for ours and, with ``against_torch``, for ``torch.nn.SyncBatchNorm`` under
+    ``torch_<key>``, on the CPU. (torch's refuses CPU tensors: ``against_torch=False`` there.)
+    """
+    dev = torch.device(device)
+    x, dy, gamma, beta = make_global_batch(case)
+    lo = sum(case["local"][:rank])
+    hi = lo + case["local"][rank]
+    mods = {"": SyncBatchNorm(x.shape[1], dtype=x.dtype, device=dev)}
+    if against_torch:
+        mods["torch_"] = nn.SyncBatchNorm(x.shape[1], dtype=x.dtype, device=dev)
+    out = {}
+    for prefix, bn in mods.items():
+        with torch.no_grad():
+            bn.weight.copy_(gamma)
+            bn.bias.copy_(beta)
+        xs = x[lo:hi].to(dev).requires_grad_(True)
+        y = bn(xs)
+        y.backward(dy[lo:hi].to(dev))
+        got = (y.detach(), xs.grad, bn.weight.grad, bn.bias.grad, bn.running_mean, bn.running_var)
+        out.update({prefix + k: t.cpu() for k, t in zip(KEYS, got, strict=True)})
+    return out
 
 
 @pytest.mark.gpu
@@ -127,13 +171,24 @@ def test_cuda_world_size_one_matches_batchnorm():
     case = {**CUDA_CASE, "local": (sum(CUDA_CASE["local"]),)}
     (got,) = run_ranks(cuda_rank_pass, 1, case, timeout=120, backend="nccl")
     ref = reference(case)
-    for key in ("out", "dx", "dgamma", "dbeta", "running_mean", "running_var"):
+    for key in KEYS:
         assert (got[key] - ref[key]).abs().max() < TOL, key
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_matches_torch_syncbatchnorm():
-    for got in run_ranks(cuda_rank_pass, 2, CUDA_CASE, True, timeout=120, backend="nccl"):
-        for key in ("out", "dx", "dgamma", "dbeta", "running_mean", "running_var"):
-            assert (got[key] - got["torch_" + key]).abs().max() < TOL, key
+    """Two ranks on one GPU over gloo, unequal local batches: ours equals torch's SyncBatchNorm
+    rank by rank, and both equal BatchNorm of the concatenated batch."""
+    got = run_ranks(one_device_rank_pass, 2, CUDA_CASE, timeout=120, backend="gloo")
+    for g in got:
+        for key in KEYS:
+            assert (g[key] - g["torch_" + key]).abs().max() < TOL, key
+    ref = reference(CUDA_CASE)
+    for prefix in ("", "torch_"):
+        for key in ("out", "dx"):
+            assert (torch.cat([g[prefix + key] for g in got]) - ref[key]).abs().max() < TOL
+        for key in ("dgamma", "dbeta"):  # local sums
+            assert (sum(g[prefix + key] for g in got) - ref[key]).abs().max() < TOL
+        for key in ("running_mean", "running_var"):
+            assert all((g[prefix + key] - ref[key]).abs().max() < TOL for g in got)

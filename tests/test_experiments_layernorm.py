@@ -51,6 +51,32 @@ def test_properties_are_exact():
     }
 
 
+class BatchStatisticsInTraining(torch.nn.Module):
+    """A norm with BatchNorm's habits: in train mode its statistics are those of every element
+    of the batch, in eval mode those of each token (LayerNorm's)."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(d))
+        self.bias = torch.nn.Parameter(torch.zeros(d))
+
+    def forward(self, x):
+        dims = tuple(range(x.dim())) if self.training else (-1,)
+        xc = x - x.mean(dim=dims, keepdim=True)
+        return (
+            xc / torch.sqrt((xc * xc).mean(dim=dims, keepdim=True) + 1e-5) * self.weight + self.bias
+        )
+
+
+def test_properties_would_show_a_norm_that_mixes_samples(monkeypatch):
+    # Negative control: LayerNorm has no train/eval switch, so its train_eval of 0 above holds
+    # by construction; measured on a norm that has one, the same numbers are far from 0.
+    monkeypatch.setattr(L, "LayerNorm", BatchStatisticsInTraining)
+    pr = L.properties(d=8)
+    assert pr["sample_independent"] > 0.1 and pr["train_eval"] > 0.1, pr
+    assert pr["gradcheck"]  # the control is a smooth function too
+
+
 def test_gpt2_counts_match_hand_count_and_hugging_face():
     c = L.gpt2_small_counts()
     d, v, t, f, n = 768, 50257, 1024, 3072, 12

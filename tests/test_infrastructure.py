@@ -153,3 +153,20 @@ def test_course_root_is_explicit_or_found_from_the_current_directory(tmp_path, m
     other.mkdir()
     monkeypatch.setenv("NORMEDU_ROOT", str(other))
     assert results.stored_path("x") == other.resolve() / "results" / "gpu" / "x.json"
+
+
+def test_gpu_script_runs_every_file_with_a_gpu_test():
+    # scripts/gpu_results.sh names the files it runs with `pytest -m gpu` (the GPU machine has
+    # torch, not every package the other test files import); a gpu-marked test in a file it
+    # does not name would never run anywhere.
+    import re
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    script = (tests.parent / "scripts" / "gpu_results.sh").read_text()
+    step = re.search(r"\$PY -m pytest -m gpu (?:.*\\\n)*.*", script)  # with continued lines
+    named = set(re.findall(r"tests/(test_\w+\.py)", step.group()))
+    marked = {p.name for p in tests.glob("test_*.py") if "pytest.mark." + "gpu" in p.read_text()}
+    assert marked and marked <= named, marked - named
+    registered = (tests.parent / "pyproject.toml").read_text()
+    assert re.search(r'^\s*"gpu: ', registered, re.M)  # --strict-markers rejects unregistered

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as TF
+from ulp_helpers import naive_half_layer_norm, ulp_error
 
 from normedu import nn as nnu
 
@@ -89,12 +90,23 @@ def test_batch_norm_channel_arrays_are_keyword_only_in_both_modules():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_inputs_computed_in_float32(dtype):
-    x = (randn(4, 256, seed=3, dtype=torch.float32) * 4 + 30).to(dtype)
-    out = nnu.layer_norm(x)
+    """Within one output ULP of float64 LayerNorm on the same half inputs; a norm that keeps its
+    mean and variance in the half dtype (the negative control) is hundreds of ULPs off here."""
+    d = 256
+    # An offset of 25 standard deviations: the half dtype's spacing at 50 is what a naive mean
+    # loses, relative to a unit output.
+    x = (randn(4, d, seed=3, dtype=torch.float32) * 2 + 50).to(dtype)
+    w = (1 + 0.5 * randn(d, seed=4, dtype=torch.float32)).to(dtype)
+    b = randn(d, seed=5, dtype=torch.float32).to(dtype)
+    ref = TF.layer_norm(x.double(), (d,), w.double(), b.double(), eps=1e-5)
+    out = nnu.layer_norm(x, w, b, eps=1e-5)
     assert out.dtype == dtype
-    ref = TF.layer_norm(x.float(), (256,)).to(dtype)
-    torch.testing.assert_close(out, ref, atol=1e-2, rtol=1e-2)
-    assert nnu.rms_norm(x).dtype == dtype
+    assert ulp_error(out, ref) <= 1.0
+    assert ulp_error(naive_half_layer_norm(x, w, b, eps=1e-5), ref) > 20.0
+    rms = nnu.rms_norm(x, w, eps=1e-5)
+    assert rms.dtype == dtype
+    rms_ref = TF.rms_norm(x.double(), (d,), w.double(), eps=1e-5)
+    assert ulp_error(rms, rms_ref) <= 1.0
 
 
 def test_parameter_counts_match_the_comparison_table():
