@@ -240,12 +240,14 @@ def _cell(text: str) -> str:
 
 def to_markdown(
     claims: list[Claim],
-    columns: tuple[str, ...] = ("claim", "source", "measured", "device", "verdict"),
+    columns: tuple[str, ...] = ("claim", "source", "measured", "verdict"),
 ) -> str:
     """Render claims as a Markdown table (for ``IPython.display.Markdown``).
 
     The book parses displayed Markdown as MyST, so the Source column's ``{cite}`` and ``{doc}``
-    roles become links (see :func:`source_markdown`).
+    roles become links (see :func:`source_markdown`). The device column is left out by
+    default: machine and version strings are for the curious, :func:`where_measured` shows
+    them collapsed (pass ``columns`` with ``"device"`` to have them in the table).
     """
     head = "| " + " | ".join(c.capitalize() for c in columns) + " |"
     rule = "|" + "---|" * len(columns)
@@ -256,6 +258,26 @@ def to_markdown(
             vals["measured"] = f"{c.measured} ({c.note})"
         rows.append("| " + " | ".join(_cell(vals[k]) for k in columns) + " |")
     return "\n".join([head, rule, *rows])
+
+
+def where_measured(claims: list[Claim]) -> str:
+    """Where each claim was measured (machine, versions), as a collapsed HTML ``<details>``.
+
+    The ``<summary>`` carries text, so the toggle has an accessible name. The blank lines let
+    MyST parse the Markdown table between the two HTML blocks. Empty for no claims.
+    """
+    if not claims:
+        return ""
+    rows = "\n".join(f"| {_cell(c.claim)} | {_cell(c.device)} |" for c in claims)
+    return (
+        "<details>\n<summary>Where these claims were measured (machine and versions)</summary>"
+        f"\n\n| Claim | Measured on |\n|---|---|\n{rows}\n\n</details>"
+    )
+
+
+def render(claims: list[Claim]) -> str:
+    """A page's claims: the table (:func:`to_markdown`), then :func:`where_measured`."""
+    return to_markdown(claims) + "\n\n" + where_measured(claims)
 
 
 def summary(claims: list[Claim]) -> dict[str, int]:

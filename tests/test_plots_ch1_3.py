@@ -158,6 +158,8 @@ def test_batch_size_sweep_plot_with_cited_panel():
     texts = [t.get_text() for t in fig.axes[1].texts]
     assert "23.6%" in texts and "34.7%" in texts
     assert "cited" in fig.axes[1].get_title()
+    cited = fig.axes[1].get_lines()[0]  # published points: markers, no line joining them
+    assert cited.get_linestyle() == "None" and cited.get_marker() == "s"
     assert len(PB.batch_size_sweep(sweep).axes) == 1
 
 
@@ -184,7 +186,7 @@ def test_syncbn_and_running_average_plots():
     fig = PB.syncbn(sim)
     lines = fig.axes[0].get_lines()
     np.testing.assert_allclose(lines[1].get_ydata(), [0.5, 0.75])  # theory (m-1)/m
-    np.testing.assert_allclose(lines[3].get_ydata(), [7 / 8, 15 / 16])  # theory (Dm-1)/Dm
+    np.testing.assert_allclose(lines[3].get_ydata(), [7 / 8, 15 / 16])  # theory (Pm-1)/(Pm)
     trace = {
         "batch_mean": np.array([1.0, 2.0]),
         "running_mean": np.array([0.1, 0.29]),

@@ -167,6 +167,15 @@ def test_init_grad_figure_beside_stored(fake_results_dir):
     live = _fake_init()
     fig = PP.init_grad_figure(live, None)
     assert [len(ax.get_lines()) for ax in fig.axes] == [2, 2]
+    # The fake profiles span 1 to 2, less than a decade: no power of ten inside, yet every
+    # panel labels its y axis, and Post-LN and Pre-LN share their axes.
+    post, pre = fig.axes
+    for ax in (post, pre):
+        lo, hi = ax.get_ylim()
+        shown = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
+        assert shown == ["1", "2"], shown
+    assert post.get_shared_y_axes().joined(post, pre)
+    assert post.get_shared_x_axes().joined(post, pre)
     data, prov = stored_result("prepost")
     fig = PP.init_grad_figure(live, E.InitGradNorms.from_json(data["init"]), prov["device"])
     assert [len(ax.get_lines()) for ax in fig.axes] == [2, 2, 2, 2]

@@ -23,7 +23,8 @@ def batch_size_sweep(sweep: Mapping, cited: Mapping | None = None) -> Figure:
 
     - sweep: :func:`normedu.experiments.batchnorm.batch_size_sweep`'s result.
     - cited: ``{norm: {batch: error %}}`` from a paper (e.g. ``WU_HE_2018``), drawn as
-      markers in its own panel, labelled as cited.
+      markers without a connecting line in its own panel (a paper's few points, not a curve),
+      labelled as cited.
     """
     bs = np.asarray(sweep["batch_sizes"])
     norms = [k for k in sweep if k in COLORS]
@@ -47,7 +48,8 @@ def batch_size_sweep(sweep: Mapping, cited: Mapping | None = None) -> Figure:
                 b,
                 [pts[k] for k in b],
                 marker="s",
-                ls="--",
+                ls="none",  # published points: nothing was measured between them
+                ms=8,
                 color=COLORS.get(norm, "black"),
                 label=f"{norm} (cited)",
             )
@@ -63,37 +65,42 @@ def batch_size_sweep(sweep: Mapping, cited: Mapping | None = None) -> Figure:
 
 
 def syncbn(sim: Mapping) -> Figure:
-    """Local BN vs SyncBN: variance bias and mean error vs per-device batch, with theory.
+    """Local BN vs SyncBN: variance bias and mean error vs per-process batch m, with theory.
 
-    ``sim`` is :func:`normedu.experiments.batchnorm.syncbn_simulation`'s result; the theory
-    lines are that module's closed forms, for m samples (local) and D * m (synchronized).
+    ``sim`` is :func:`normedu.experiments.batchnorm.syncbn_simulation`'s result;
+    ``sim["devices"]`` is the number of processes P (the book's letter for it). The theory
+    lines are that module's closed forms, for m samples (local) and P * m (synchronized).
     """
     from ..experiments.batchnorm import expected_local_var_ratio, rms_mean_error
 
     m = np.asarray(sim["per_device"], dtype=float)
-    d = sim["devices"]
+    p = sim["devices"]  # processes
 
-    def theory(f, devices: int) -> list[float]:
-        return [f(devices * int(v)) for v in m]
+    def theory(f, processes: int) -> list[float]:
+        return [f(processes * int(v)) for v in m]
 
     fig, axes = figure(1, 2, width=11, height=3.9)
     ax = axes[0]
     ax.plot(m, sim["local_var_ratio"], "o-", color=COLORS["batchnorm"], label="local BN (measured)")
     ax.plot(m, theory(expected_local_var_ratio, 1), ":", color="black", label="theory (m-1)/m")
     ax.plot(
-        m, sim["sync_var_ratio"], "s-", color=COLORS["layernorm"], label=f"SyncBN over {d} devices"
+        m,
+        sim["sync_var_ratio"],
+        "s-",
+        color=COLORS["layernorm"],
+        label=f"SyncBN over {p} processes",
     )
     ax.plot(
         m,
-        theory(expected_local_var_ratio, d),
+        theory(expected_local_var_ratio, p),
         "--",
         color="black",
         lw=0.8,
-        label="theory (Dm-1)/(Dm)",
+        label="theory (Pm-1)/(Pm)",
     )
     ax.set_xscale("log", base=2)
     ax.set_xticks(m, [f"{int(v)}" for v in m])
-    ax.set_xlabel("per-device batch m")
+    ax.set_xlabel("per-process batch m")
     ax.set_ylabel("E[batch variance] / true variance")
     ax.set_title("Variance estimate is biased low for small m")
     ax.legend(fontsize=8)
@@ -101,11 +108,11 @@ def syncbn(sim: Mapping) -> Figure:
     ax.plot(m, sim["local_mean_err"], "o-", color=COLORS["batchnorm"], label="local BN (measured)")
     ax.plot(m, theory(rms_mean_error, 1), ":", color="black", label="theory 1/sqrt(m)")
     ax.plot(m, sim["sync_mean_err"], "s-", color=COLORS["layernorm"], label="SyncBN (measured)")
-    ax.plot(m, theory(rms_mean_error, d), "--", color="black", lw=0.8, label="theory 1/sqrt(Dm)")
+    ax.plot(m, theory(rms_mean_error, p), "--", color="black", lw=0.8, label="theory 1/sqrt(Pm)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(m, [f"{int(v)}" for v in m])
-    ax.set_xlabel("per-device batch m")
+    ax.set_xlabel("per-process batch m")
     ax.set_ylabel("RMS error of the mean (in stds)")
     ax.set_title("Noise of the mean estimate")
     ax.legend(fontsize=8)

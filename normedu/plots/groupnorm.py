@@ -1,4 +1,4 @@
-"""Figures of the GroupNorm chapter: the four ways to cut an (N, C, H, W) tensor (the cube
+"""Figures of the GroupNorm chapter: the four ways to cut a (B, C, H, W) tensor (the cube
 figure of Wu & He 2018, Fig. 2), one sample's output among different batchmates, and the
 test error against the batch size."""
 
@@ -26,7 +26,7 @@ CUTS: dict[str, tuple[str, str, str]] = {
 
 
 def _highlight(kind: str, n: int, c: int, hw: int, groups: int) -> np.ndarray:
-    """Boolean (N, C, HW) mask of the values that share one mean and variance."""
+    """Boolean (B, C, HW) mask of the values that share one mean and variance."""
     mask = np.zeros((n, c, hw), dtype=bool)
     if kind == "batchnorm":
         mask[:, 0, :] = True
@@ -44,7 +44,7 @@ def _highlight(kind: str, n: int, c: int, hw: int, groups: int) -> np.ndarray:
 def normalization_cubes(
     n: int = 4, c: int = 6, hw: int = 4, groups: int = 2, kinds: Sequence[str] = tuple(CUTS)
 ) -> Figure:
-    """One cube per normalization: axes N (batch), C (channels) and H·W (spatial positions
+    """One cube per normalization: axes B (batch), C (channels) and H·W (spatial positions
     flattened); the coloured cells are normalized by one shared mean and variance.
 
     ``groups`` must divide ``c``. Each panel's title names the norm and the highlighted set.
@@ -59,7 +59,7 @@ def normalization_cubes(
         title, color, what = CUTS[kind]
         ax = fig.add_subplot(1, len(kinds), i + 1, projection="3d")
         mask = _highlight(kind, n, c, hw, groups)
-        # voxels(x, y, z): x = H·W (to the right), y = N (into the page), z = C (up).
+        # voxels(x, y, z): x = H·W (to the right), y = B (into the page), z = C (up).
         filled = np.ones((hw, n, c), dtype=bool)
         hit = np.transpose(mask, (2, 0, 1))
         colors = np.where(hit[..., None], np.array(_rgba(color, 0.95)), _rgba("#bbbbbb", 0.12))
@@ -68,7 +68,7 @@ def normalization_cubes(
         ax.set_box_aspect((hw, n, c))
         ax.view_init(elev=20, azim=-60)
         ax.set_xlabel("H, W", labelpad=-12)
-        ax.set_ylabel("N", labelpad=-12)
+        ax.set_ylabel("B", labelpad=-12)  # the batch axis, B as in the book's notation
         ax.set_zlabel("C", labelpad=-12)
         ax.set_xticks([]), ax.set_yticks([]), ax.set_zticks([])
         ax.set_title(f"{title}\n({what})", fontsize=11, y=0.98)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-from matplotlib.ticker import NullFormatter, ScalarFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from . import COLORS, Figure, figure
 
@@ -125,14 +125,33 @@ def _init_panels(axes, res: InitGradNorms, source: str) -> None:
             )
         ax.set_yscale("log")
         ax.set_xscale("log", base=2)
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_major_formatter(FuncFormatter(_plain))
         ax.set_xlabel("layer (1 = next to the input)")
-        ax.set_ylabel("‖∇ W2 of the FFN‖ at init")
+        if placement == "post":  # the panels share their y axis: one label, on the left
+            ax.set_ylabel("‖∇ W2 of the FFN‖ at init")
         name = "Post-LN" if placement == "post" else "Pre-LN"
         ax.set_title(f"{name}: {source} (d_model {res.d_model})", fontsize=10)
         ax.legend(fontsize=7)
+
+
+def _plain(value: float, _pos=None) -> str:
+    return f"{value:g}"
+
+
+def _log_y_labels(ax) -> None:
+    """Label a log y axis with plain numbers, wherever its range falls.
+
+    Gradient norms at init often span less than one decade: a log axis then has no major tick
+    (a power of ten) inside it and, with the minor ticks unlabelled, no label at all. The
+    narrower the range, the more multiples of each power of ten are labelled (1, 2, 5 below
+    two decades, every integer multiple below 0.7 of one), so at least two labels show.
+    """
+    lo, hi = ax.get_ylim()
+    decades = np.log10(hi / lo)
+    subs = (1.0,) if decades > 2 else (1.0, 2.0, 5.0) if decades > 0.7 else np.arange(1.0, 10.0)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def init_grad_figure(
@@ -142,13 +161,19 @@ def init_grad_figure(
 
     Top row: the live run. A second row, the stored GPU run, only when one is given.
     """
+    # Post-LN and Pre-LN share the axes of their row, so their gradients compare at a glance.
     if stored is None:
-        fig, axes = figure(1, 2, width=11.0, height=4.2)
+        fig, axes = figure(1, 2, width=11.0, height=4.2, sharex=True, sharey=True)
         _init_panels(axes, live, "this device")
+        rows = [axes]
     else:
-        fig, axes = figure(2, 2, width=11.0, height=8.0)
+        fig, axes = figure(2, 2, width=11.0, height=8.0, sharex=True, sharey="row")
         _init_panels(axes[0], live, "this device")
         _init_panels(axes[1], stored, f"stored GPU run {short_device(stored_device, 30)}")
+        rows = list(axes)
+    for row in rows:
+        _log_y_labels(row[0])  # the row's shared y axis
+        row[1].tick_params(labelleft=True)  # each panel keeps its own tick labels
     fig.suptitle("Gradient norm per layer at initialization (Xiong et al., 2020, Fig. 3 setup)")
     return fig
 
