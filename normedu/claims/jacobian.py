@@ -28,9 +28,9 @@ def formula(demo) -> Claim:
     return Claim(
         id="jacobian.formula",
         chapter=CHAPTER,
-        claim="The Jacobian of LayerNorm (no affine) is (1/σ)(I − 11ᵀ/d − x̂x̂ᵀ/d)",
+        claim="The Jacobian of LayerNorm (no affine) is (1/σ)(I − 11ᵀ/D − x̂x̂ᵀ/D)",
         source=ARTICLE,
-        measured=f"max |closed form − autograd| = {demo.max_abs_error:.1e} (d = {demo.d}, float64)",
+        measured=f"max |closed form − autograd| = {demo.max_abs_error:.1e} (D = {demo.d}, float64)",
         verdict=verdict(demo.max_abs_error < 1e-12),
     )
 
@@ -59,7 +59,7 @@ def null_space(demo) -> Claim:
     return Claim(
         id="jacobian.null_space",
         chapter=CHAPTER,
-        claim="J kills the directions 1 and x̂; its other d − 2 eigenvalues are 1/σ",
+        claim="J kills the directions 1 and x̂; its other D − 2 eigenvalues are 1/σ",
         source=ARTICLE + " (derived from the Jacobian formula)",
         measured=f"eigenvalues {np.array2string(demo.eigenvalues, precision=4)}; 1/σ = "
         f"{1 / demo.sigma:.4f}",
@@ -82,7 +82,7 @@ def self_regulation() -> Claim:
         f"{sr.gain[0]:.3g} → {sr.gain[-1]:.3g}; gain·σ stays in [{prod.min():.3f}, "
         f"{prod.max():.3f}]",
         verdict=verdict(prod.max() / prod.min() < 1.01 and prod.max() <= 1 + 1e-9),
-        note="gain·σ < 1 because the centering and decorrelation parts remove 2 of d directions",
+        note="gain·σ < 1 because the centering and decorrelation parts remove 2 of D directions",
     )
 
 

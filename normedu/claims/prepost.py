@@ -160,8 +160,9 @@ def describe_wide(res) -> str:
     ref_post = res.get("nn.TransformerEncoderLayer", "post")
     parts.append(
         f"With all switches together TinyGPT gives {both:.2f}, against {ref['post']:.2f} for "
-        "the reference. Given the same weights the two compute the same function (the course's "
-        "tests check it), so that gap is initialization noise: PyTorch's stack alone gives "
+        "the reference. Given the same weights the two compute the same function (loading one's "
+        "weights into the other gives the same outputs), so that gap is initialization noise: "
+        "PyTorch's stack alone gives "
         + " and ".join(f"{x:.2f}" for x in ref_post.seed_ratios)
         + " for its two seeds."
     )
