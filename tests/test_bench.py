@@ -94,7 +94,8 @@ def test_rows_from_known_timings_are_the_hand_computed_numbers(monkeypatch):
         timing, "interleaved", lambda fns, rounds, **kw: [list(v) for v in samples.values()]
     )
     res = run_benchmark(
-        shapes=[(16, 32)], impls=("eager",), passes=("fwd", "fwdbwd"), reps=2, warmup=0,
+        PRESETS["quick"].override(shapes=[(16, 32)], reps=2, warmup=0),
+        Selection(impls=("eager",), passes=("fwd", "fwdbwd")),
         progress=False, command="pytest",
     )  # fmt: skip
     expected = {  # gbps, frac_of_copy (medians), frac_best (fastest, scaled to copy's bytes)
