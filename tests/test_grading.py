@@ -12,6 +12,7 @@ deleted test cells, and ONE mistake per answer cell.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data.correct import VARIANTS as CORRECT_VARIANTS
 
 from normedu import norms
 from normedu.course.config import Course
@@ -113,6 +115,76 @@ def test_mistake_fails_and_is_named(mistake):
     failures = [msg for msg in results.values() if msg is not None]
     assert failures, f"{mistake.name}: every check passed"
     assert any(mistake.phrase in msg for msg in failures), (mistake.phrase, failures)
+
+
+#: Correct answers written independently of the solutions (tests/data/correct/).
+CORRECT = [(a, name, cells) for a, vs in CORRECT_VARIANTS.items() for name, cells in vs.items()]
+
+
+@pytest.mark.parametrize(("assignment", "name", "cells"), CORRECT,
+                         ids=[f"{a}:{name}" for a, name, _ in CORRECT])  # fmt: skip
+def test_correct_variant_gets_full_marks(assignment, name, cells, capfd):
+    """A correct answer never loses a point: another variance formula, another order of the
+    reshapes, einsum, loops, NumPy's own error for an impossible reshape all pass every cell."""
+    answer_cells, tests = _cells(assignment)
+    results = _run({**answer_cells, **cells}, tests)
+    assert {gid: msg for gid, msg in results.items() if msg is not None} == {}
+    assert capfd.readouterr().err == ""
+
+
+def test_every_norm_assignment_has_three_correct_variants():
+    for a in ("batchnorm", "layernorm", "groupnorm", "rmsnorm"):
+        assert len(CORRECT_VARIANTS.get(a, {})) >= 3, a
+
+
+def _bare_errors(src: str) -> str:
+    """An answer cell whose ``raise SomeError(message)`` lines raise the same error with no
+    message at all (the answer's maths and contract unchanged)."""
+    return re.sub(r"raise (\w+Error)\(.*\)", r"raise \1()", src)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_hidden_cell_fails_a_correct_answer_on_a_message_alone(assignment):
+    """A hidden cell checks values, never the wording of an error: the solution with every
+    error message removed passes every hidden cell (and any visible validation cell, which
+    accepts any message of the right exception type)."""
+    answer_cells, tests = _cells(assignment)
+    bare = {gid: _bare_errors(src) for gid, src in answer_cells.items()}
+    results = _run(bare, tests)
+    assert {gid: msg for gid, msg in results.items() if msg is not None} == {}
+
+
+def test_message_check_only_failure_is_caught():
+    """The test above can fail: a hidden cell that checks an error's message fails it."""
+    from normedu.grading import groupnorm
+
+    def strict(fn, args, C, G):  # what the groupnorm hidden cells did before issue 30
+        try:
+            fn(*args)
+        except ValueError as e:
+            assert str(C) in str(e) and str(G) in str(e), "message does not name C and G"
+
+    answer_cells, tests = _cells("groupnorm")
+    hidden = [(gid, src) for gid, src in tests if "hidden" in gid]
+    probe = (
+        "import numpy as np\n"
+        "x = np.ones((2, 6, 2)); g = np.ones(6)\n"
+        "strict(groupnorm_forward, (x, g, g, 4), 6, 4)\n"
+    )
+    bare = {gid: _bare_errors(src) for gid, src in answer_cells.items()}
+    ns_tests = [(gid, src) for gid, src in hidden] + [("strict_hidden", probe)]
+    ns: dict = {"__name__": "__main__", "strict": strict}
+    for src in bare.values():
+        exec(compile(src, "<answer>", "exec"), ns)
+    failures = []
+    for gid, src in ns_tests:
+        try:
+            exec(compile(src, f"<{gid}>", "exec"), ns)
+        except AssertionError:
+            failures.append(gid)
+    assert failures == ["strict_hidden"]
+    assert "check_indivisible" not in "".join(src for _, src in hidden)
+    assert callable(groupnorm.check_backward_indivisible)
 
 
 #: The answer cells of every assignment named after a registered norm (a new norm's assignment

@@ -157,10 +157,16 @@ def check_forward_shapes(f: Callable) -> None:
 
 
 def check_forward_training(f: Callable) -> None:
-    """Training-mode output against the reference, with the default eps and with eps = 0.3."""
+    """Training-mode output against the reference: the default eps and eps = 0.3, N = 2,
+    data with a large offset (1e6), float32 input."""
     for probe in (_probe(2), _probe(3, scale=0.4, eps=0.3)):
         what = f"out (training mode, eps={probe.eps})"
         BATCHNORM.check_forward(f, probe, item=0, what=what)
+    BATCHNORM.check_forward(f, _probe(21, n=2), item=0, rtol=1e-5, atol=1e-6)
+    BATCHNORM.check_forward(f, _probe(22, n=16, offset=1e6), item=0, rtol=1e-5, atol=1e-6)
+    p = _probe(23)
+    p32 = Probe({k: v.astype(np.float32) for k, v in p.args.items()}, p.options)
+    BATCHNORM.check_forward(f, p32, item=0, rtol=1e-4, atol=1e-5)
 
 
 def check_forward_running(f: Callable) -> None:
@@ -259,5 +265,9 @@ def check_backward_shapes(b: Callable) -> None:
 
 
 def check_backward_values(b: Callable) -> None:
-    """Against central finite differences of the forward, with a random upstream gradient."""
+    """Against central finite differences of the forward, with a random upstream gradient;
+    then against the reference backward for N = 2 and for data with a large offset (1e4)."""
     BATCHNORM.check_backward(b, _backward_probe(12, 5, 3), numeric=True, rtol=1e-5, atol=1e-7)
+    BATCHNORM.check_backward(b, _backward_probe(24, 2, 3), rtol=1e-5, atol=1e-6)
+    p = _backward_probe(25, 16, 4)
+    BATCHNORM.check_backward(b, p.replace(x=p.x + 1e4), rtol=1e-5, atol=1e-6)

@@ -122,9 +122,19 @@ def check_forward_shapes(f: Callable) -> None:
 
 
 def check_forward_values(f: Callable) -> None:
-    """2-D input against the reference, with the default eps and with eps = 0.3."""
+    """2-D input against the reference: the default eps and eps = 0.3, rows with a large
+    offset (1e6), D = 1, a constant row (its output is β), float32 input."""
     LAYERNORM.check_forward(f, _probe((6, 5), 2))
     LAYERNORM.check_forward(f, _probe((6, 5), 3, scale=0.4, eps=0.3))
+    LAYERNORM.check_forward(f, _probe((4, 16), 20, offset=1e6), rtol=1e-5, atol=1e-6)
+    LAYERNORM.check_forward(f, _probe((5, 1), 21))
+    p = _probe((3, 6), 22)
+    x = p.x.copy()
+    x[1] = 2.5
+    LAYERNORM.check_forward(f, p.replace(x=x), what="out with a constant row (expected: β)")
+    p = _probe((8, 32), 23)
+    p32 = Probe({k: v.astype(np.float32) for k, v in p.args.items()}, p.options)
+    LAYERNORM.check_forward(f, p32, rtol=1e-4, atol=1e-5)
 
 
 def check_forward_3d(f: Callable) -> None:
@@ -147,8 +157,11 @@ def check_backward_shapes(b: Callable) -> None:
 
 
 def check_backward_values(b: Callable) -> None:
-    """2-D input against central finite differences with a random upstream gradient."""
+    """2-D input against central finite differences with a random upstream gradient; then
+    against the reference backward for D = 2 and for rows with a large offset (1e4)."""
     LAYERNORM.check_backward(b, _probe((4, 5), 12), numeric=True, rtol=1e-5, atol=1e-7)
+    LAYERNORM.check_backward(b, _probe((6, 2), 24), rtol=1e-5, atol=1e-6)
+    LAYERNORM.check_backward(b, _probe((4, 16), 25, offset=1e4), rtol=1e-5, atol=1e-6)
 
 
 def check_backward_3d(b: Callable) -> None:

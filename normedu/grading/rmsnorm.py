@@ -132,9 +132,19 @@ def check_forward_shapes(f: Callable) -> None:
 
 
 def check_forward_values(f: Callable) -> None:
-    """2-D and 3-D input against the reference, with the default eps and with eps = 0.3."""
+    """2-D and 3-D input against the reference: the default eps and eps = 0.3, an all-zero
+    row (its output is zeros), D = 1, values around 1e4, float32 input."""
     for probe in (_probe((6, 5), 2), _probe((6, 5), 3, scale=0.3, eps=0.3), _probe((2, 3, 4), 4)):
         RMSNORM.check_forward(f, probe)
+    p = _probe((3, 5), 20)
+    x = p.x.copy()
+    x[1] = 0.0
+    RMSNORM.check_forward(f, p.replace(x=x), what="out with an all-zero row (expected zeros)")
+    RMSNORM.check_forward(f, _probe((4, 1), 21))
+    RMSNORM.check_forward(f, _probe((3, 8), 22, scale=1e4))
+    p = _probe((8, 32), 23)
+    p32 = Probe({k: v.astype(np.float32) for k, v in p.args.items()}, p.options)
+    RMSNORM.check_forward(f, p32, rtol=1e-4, atol=1e-5)
 
 
 check_backward_on = backward_on(
@@ -152,9 +162,11 @@ def check_backward_shapes(b: Callable) -> None:
 
 
 def check_backward_values(b: Callable) -> None:
-    """2-D and 3-D input against central finite differences with a random upstream gradient."""
+    """2-D and 3-D input against central finite differences with a random upstream
+    gradient; then against the reference backward for D = 2 and eps = 0.3."""
     for probe in (_probe((4, 5), 12), _probe((2, 3, 4), 13)):
         RMSNORM.check_backward(b, probe, numeric=True, rtol=1e-5, atol=1e-7)
+    RMSNORM.check_backward(b, _probe((6, 2), 24, eps=0.3), rtol=1e-5, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- the torch module
