@@ -53,6 +53,8 @@ __all__ = [
 
 SPATIAL = "your function must accept any number of spatial axes: (N, C), (N, C, L), (N, C, H, W), (N, C, D, H, W); take N, C = x.shape[:2] and reshape to (N, G, -1) instead of unpacking N, C, H, W"
 NO_ERROR = "C not divisible by G must raise a ValueError: a reshape to (N, G, -1) can succeed anyway and silently mix channels of different groups; check C % G and raise ValueError (naming C and G helps whoever reads it)"
+DX_INSTANCE = "your backward normalizes each channel on its own (InstanceNorm's backward, G = C): a group's statistics, and so x̂ and the means in dx, are over all its C/G channels and positions"
+DX_PER_POSITION = "your backward takes its statistics per spatial position: x̂ and the means in dx, like the forward's statistics, are over a group's C/G channels AND every position (reshape to (N, G, -1))"
 DX_UNBIASED = "your backward uses the unbiased variance; the forward normalizes with the biased one"
 
 
@@ -83,6 +85,21 @@ def _regrouped(p: Probe, shape: Callable, axes) -> np.ndarray:
     n, c = p.x.shape[:2]
     rows = normalize(p.x.reshape(shape(n, c, p.G)), axes, eps=p.eps)
     return _affine(rows.reshape(p.x.shape), p.gamma, p.beta)
+
+
+def _per_position(p: Probe) -> np.ndarray:
+    """Statistics over the group's channels at each spatial position separately."""
+    n, c = p.x.shape[:2]
+    xg = np.asarray(p.x, np.float64).reshape(n, p.G, c // p.G, -1)
+    return _affine(normalize(xg, 2, eps=p.eps).reshape(p.x.shape), p.gamma, p.beta)
+
+
+def _dx_per_position(p: Probe) -> np.ndarray:
+    """The backward of :func:`_per_position` (LayerNorm's dx over the channels of a group)."""
+    n, c = p.x.shape[:2]
+    g = p.dout * np.asarray(p.gamma, np.float64).reshape(_bshape(p.x))
+    shape = (n, p.G, c // p.G, -1)
+    return normalize_backward(g.reshape(shape), p.x.reshape(shape), 2, eps=p.eps).reshape(p.x.shape)
 
 
 def _dx(p: Probe, gamma_mode="before", groups=None, use_gamma=True, **switches) -> np.ndarray:
@@ -127,6 +144,8 @@ GROUPNORM = NormTable(
          lambda p: _gn(p, 1)),
         ("you normalized each channel on its own (that is InstanceNorm, GroupNorm with G = C); a group holds C/G channels, and its mean and variance are taken over all of them together",
          lambda p: _gn(p, p.x.shape[1])),
+        ("your statistics are per spatial position: each (sample, group) needs ONE mean and variance over its C/G channels AND every spatial position (x.reshape(N, G, -1), statistics over the last axis), not one per position",
+         lambda p: _per_position(p)),
         ("your statistics include the batch axis; GroupNorm normalizes each sample on its own (per sample and group), so reduce over the group's channels and positions only, never over axis 0",
          lambda p: _regrouped(p, lambda n, c, G: (n, G, -1), (0, 2)),
          lambda p: _affine(normalize(p.x, _param_axes(p), eps=p.eps), p.gamma, p.beta)),
@@ -146,6 +165,8 @@ GROUPNORM = NormTable(
                                uses_x="dγ = Σ dout·x̂ (the normalized input x̂), not dout·x",
                                means="dγ and dβ are sums over N and the spatial axes, not means"),
             (DX_UNBIASED, lambda p: ((p.dout * _x_hat(p, ddof=1)).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),
+            (DX_INSTANCE, lambda p: ((p.dout * _x_hat(p.replace(G=p.x.shape[1]))).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),
+            (DX_PER_POSITION, lambda p: ((p.dout * _per_position(p.replace(gamma=None, beta=None))).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),
         ]),
         (("dx",), [
             *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) per group"),
@@ -156,6 +177,8 @@ GROUPNORM = NormTable(
             *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ[c]·dout", unbiased=DX_UNBIASED),
             ("the means in your dx are not taken over the same (sample, group) rows as the forward's statistics: reshape g = γ[c]·dout to (N, G, -1) and average over the last axis",
              lambda p: _dx(p, groups=1), lambda p: _dx(p, groups=p.x.shape[1])),
+            (DX_INSTANCE, lambda p: _dx(p.replace(G=p.x.shape[1]))),
+            (DX_PER_POSITION, _dx_per_position),
         ]),
     ],
     eps_ignored=EPS_IGNORED,
@@ -163,6 +186,7 @@ GROUPNORM = NormTable(
     grad_shape_hint="dγ and dβ have one value per channel: sum over N and every spatial axis (axis 0 and axes 2, 3, ...)",
     keep_dtype="float32 input must give float32 output, as in PyTorch; do not convert x to float64 (or cast the result back with .astype(x.dtype))",
     call_hint=lambda p: None if p.x.ndim == 4 else f"For an input with {p.x.ndim} axes: {SPATIAL}",
+    dx_layout=lambda p: (lambda a: a.reshape(p.x.shape[0], p.G, -1), p.dout * p.gamma.reshape(_bshape(p.x)), -1, True),
 )  # fmt: skip
 
 

@@ -77,7 +77,9 @@ LAYERNORM = NormTable(
         (("dgamma", "dbeta"), param_grad_causes(
             lambda p: _ln(p.replace(gamma=None, beta=None)), _lead,
             uses_x="dγ = Σ dout·x̂ (the normalized input x̂), not dout·x",
-            means="dγ and dβ are sums over every leading axis, not means")),
+            means="dγ and dβ are sums over every leading axis, not means") + [
+            ("dγ needs the forward's x̂ = (x − μ)/sqrt(σ² + ε), ε included; yours leaves ε out of x̂",
+             lambda p: ((p.dout * normalize(p.x, -1, eps=0.0)).sum(_lead(p)), p.dout.sum(_lead(p))))]),
         (("dx",), [
             *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂))"),
             *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ·dout, means over the last axis"),
@@ -86,12 +88,15 @@ LAYERNORM = NormTable(
             *switched(_dx, unbiased="your backward uses the unbiased variance; the forward normalizes with the biased one (divide by D)"),
             ("your backward takes its means over axis 0; LayerNorm's statistics, and so the means in dx, are over the last axis",
              lambda p: _dx(p, 0), _dx_means_over_axis0),
+            ("γ must multiply dout before the row means (g = γ·dout, then mean(g) and mean(g·x̂) over the last axis): γ differs between the features of a row, so multiplying the dx of γ = 1 by γ afterwards is wrong",
+             lambda p: normalize_backward(p.dout, p.x, -1, None, p.eps) * p.gamma),
         ]),
     ],
     relations=lambda p: norm_relations(p.x, -1, p.gamma, p.beta, p.eps),
     eps_ignored=EPS_IGNORED,
     affine=("gamma", "beta"),
-    grad_shape_hint="dγ and dβ have one value per feature: sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0)",
+    grad_shape_hint="dγ and dβ were summed over the wrong axis: they have one value per feature, so sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0), never over the last axis",
+    dx_layout=lambda p: (lambda a: a, p.dout * p.gamma, -1, True),
 )  # fmt: skip
 
 

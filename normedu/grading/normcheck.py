@@ -36,7 +36,12 @@ import numpy as np
 
 from normedu.conventions import DEFAULT_EPS
 from normedu.grading.compare import GradingError, assert_array, call, unchanged
-from normedu.grading.diagnose import Hypothesis, check_against, explained_by_rerun
+from normedu.grading.diagnose import (
+    Hypothesis,
+    check_against,
+    describe_dx_difference,
+    explained_by_rerun,
+)
 from normedu.grading.gradcheck import numerical_gradient
 from normedu.grading.guard import assert_no_shortcut
 
@@ -119,6 +124,10 @@ class NormTable:
     - keep_dtype: message when a result's dtype differs from a floating-point main input's
       (None: not checked).
     - call_hint: ``call_hint(probe)``, appended to a failing call's message (None: nothing).
+    - dx_layout: ``dx_layout(probe) -> (to_rows, g, axes, center)``: how dx's terms are laid
+      out (``to_rows`` maps an array shaped like x to rows normalized over ``axes``; ``g`` is
+      γ·dout shaped like x; ``center`` False: no mean term). With it, a wrong dx that no cause
+      names is described in the terms of its formula (:func:`.diagnose.describe_dx_difference`).
     """
 
     inputs: tuple[str, ...]
@@ -135,6 +144,7 @@ class NormTable:
     grad_shape_hint: str = ""
     keep_dtype: str | None = None
     call_hint: Callable[[Probe], str | None] | None = None
+    dx_layout: Callable[[Probe], tuple[Callable, Any, Any, bool]] | None = None
 
     # ------------------------------------------------------------------ calling
     @property
@@ -151,10 +161,12 @@ class NormTable:
         try:
             res = call(fn, *copies, name=fn_name, **probe.options)
         except GradingError as e:
+            if "NotImplementedError" in str(e):
+                raise
+            # Say on which input it failed (a backward that crashes only at G = 1, say).
             hint = self.call_hint(probe) if self.call_hint else None
-            if hint and "NotImplementedError" not in str(e):
-                raise GradingError(f"{e}. {hint}") from e
-            raise
+            where = f" (it failed {probe.label(self.main)})"
+            raise GradingError(f"{e}{where}" + (f". {hint}" if hint else "")) from e
         for name, before, after in zip(names, given, copies, strict=True):
             if isinstance(before, np.ndarray):
                 unchanged(before, after, name, fn_name)
@@ -313,14 +325,36 @@ class NormTable:
         for group, causes in self.grad_checks:
             index = [names.index(n) for n in group]
             what = group[0] if len(group) == 1 else f"({', '.join(group)})"
-            check_against(
-                _pick(grads, index),
-                _pick(expected, index),
-                f"{what} {label}",
-                self.hypotheses(causes, probe, lambda p, index=index: _pick(reference(p), index)),
-                rtol=rtol,
-                atol=atol,
-            )
+            try:
+                check_against(
+                    _pick(grads, index),
+                    _pick(expected, index),
+                    f"{what} {label}",
+                    self.hypotheses(
+                        causes, probe, lambda p, index=index: _pick(reference(p), index)
+                    ),
+                    rtol=rtol,
+                    atol=atol,
+                )
+            except GradingError as err:
+                how = None
+                if group == ("dx",) and "Likely cause" not in str(err):
+                    how = self._describe_dx(probe, grads[index[0]], expected[index[0]])
+                if how is None:
+                    raise
+                intro = "In the terms of dx" if "How it differs" in str(err) else "How it differs"
+                raise GradingError(f"{err} {intro}: {how}.") from None
+
+    def _describe_dx(self, probe: Probe, dx: Any, expected: Any) -> str | None:
+        """A wrong dx in the terms of its formula, on a float64 probe (None: no description)."""
+        if self.dx_layout is None or not self.diagnosable(probe) or "eps" not in probe.options:
+            return None
+        try:
+            to_rows, g, axes, center = self.dx_layout(probe)
+            rows = [to_rows(np.asarray(a, dtype=np.float64)) for a in (dx, expected, probe.x, g)]
+        except Exception:  # noqa: BLE001 - a layout that cannot be made describes nothing
+            return None
+        return describe_dx_difference(*rows, axes, probe.eps, center)
 
 
 def backward_on(table: NormTable, doc: str) -> Callable:

@@ -41,6 +41,7 @@ __all__ = [
 
 PARAM = "weight must be a torch.nn.Parameter (self.weight = nn.Parameter(torch.ones(d))) so that the optimizer trains it"  # noqa: E501
 INIT = "weight must start at ones, so that a fresh RMSNorm only normalizes"
+BATCH_AXIS_BACKWARD = "your backward takes its statistic over axis 0 (across the batch); RMSNorm's rms, and so x̂ and the mean in dx, is per row, over the last axis"  # noqa: E501
 
 
 def _rms(p: Probe, axes=-1, **switches) -> np.ndarray:
@@ -62,6 +63,13 @@ def _dx_centered(p: Probe) -> np.ndarray:
     rstd = 1.0 / np.sqrt((p.x * p.x).mean(-1, keepdims=True) + p.eps)
     x_hat, g = p.x * rstd, p.dout * p.gamma
     return rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True))
+
+
+def _dx_split(p: Probe) -> np.ndarray:
+    """g/rms − x̂·mean(g·x̂): the projection term without its 1/rms."""
+    rms = np.sqrt((p.x * p.x).mean(-1, keepdims=True) + p.eps)
+    x_hat, g = p.x / rms, p.dout * p.gamma
+    return g / rms - x_hat * (g * x_hat).mean(-1, keepdims=True)
 
 
 def _lead(p: Probe) -> tuple[int, ...]:
@@ -89,17 +97,22 @@ RMSNORM = NormTable(
         (("dgamma",), param_grad_causes(
             lambda p: _rms(p.replace(gamma=None)), _lead, shift=False,
             uses_x="dγ = Σ dout·x̂ (the normalized input x̂ = x/rms), not dout·x",
-            means="dγ is a sum over every leading axis, not a mean")),
+            means="dγ is a sum over every leading axis, not a mean") + [
+            (BATCH_AXIS_BACKWARD, lambda p: (p.dout * p.x / np.sqrt((p.x * p.x).mean(0, keepdims=True) + p.eps)).sum(_lead(p)))]),
         (("dx",), [
             *switched(_dx, no_var_term="dx treats the RMS as a constant (dx = γ·dout/rms); it depends on x, which adds a term: dx = (1/rms)·(g − x̂·mean(g·x̂)) with g = γ·dout"),
             *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ·dout"),
             ("your dx subtracts mean(g): that term belongs to LayerNorm (it comes from the mean); RMSNorm has no mean, so dx = (1/rms)·(g − x̂·mean(g·x̂))", _dx_centered),
+            ("the projection term of dx is not divided by the RMS: dx = (1/rms)·(g − x̂·mean(g·x̂)), where 1/rms multiplies both terms (with x instead of x̂: g/rms − x·mean(g·x)/rms³)",
+             lambda p: _dx_split(p)),
+            (BATCH_AXIS_BACKWARD, lambda p: normalize_backward(p.dout, p.x, 0, p.gamma, p.eps, center=False)),
         ]),
     ],
     relations=lambda p: norm_relations(p.x, -1, p.gamma, None, p.eps, center=False),
     eps_ignored="the eps argument is not used (or not inside the square root): divide by sqrt(mean(x²) + eps) with the eps you were given",
     affine=("gamma", None),
-    grad_shape_hint="dγ has one value per feature: sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0)",
+    grad_shape_hint="dγ was summed over the wrong axis: it has one value per feature, so sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0), never over the last axis",
+    dx_layout=lambda p: (lambda a: a, p.dout * p.gamma, -1, False),
 )  # fmt: skip
 
 
