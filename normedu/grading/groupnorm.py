@@ -183,7 +183,7 @@ GROUPNORM = NormTable(
     ],
     eps_ignored=EPS_IGNORED,
     affine=("gamma", "beta"),
-    grad_shape_hint="dγ and dβ have one value per channel: sum over N and every spatial axis (axis 0 and axes 2, 3, ...)",
+    grad_shape_hint="dγ and dβ were summed over the wrong axes (or kept them, keepdims): they have one value per channel, shape (C,): sum over N and every spatial axis (axis 0 and axes 2, 3, ...)",
     keep_dtype="float32 input must give float32 output, as in PyTorch; do not convert x to float64 (or cast the result back with .astype(x.dtype))",
     call_hint=lambda p: None if p.x.ndim == 4 else f"For an input with {p.x.ndim} axes: {SPATIAL}",
     dx_layout=lambda p: (lambda a: a.reshape(p.x.shape[0], p.G, -1), p.dout * p.gamma.reshape(_bshape(p.x)), -1, True),

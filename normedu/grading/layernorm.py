@@ -78,6 +78,8 @@ LAYERNORM = NormTable(
             lambda p: _ln(p.replace(gamma=None, beta=None)), _lead,
             uses_x="dγ = Σ dout·x̂ (the normalized input x̂), not dout·x",
             means="dγ and dβ are sums over every leading axis, not means") + [
+            ("your backward uses the unbiased variance; the forward normalizes with the biased one (divide by D)",
+             lambda p: ((p.dout * normalize(p.x, -1, eps=p.eps, ddof=1)).sum(_lead(p)), p.dout.sum(_lead(p)))),
             ("dγ needs the forward's x̂ = (x − μ)/sqrt(σ² + ε), ε included; yours leaves ε out of x̂",
              lambda p: ((p.dout * normalize(p.x, -1, eps=0.0)).sum(_lead(p)), p.dout.sum(_lead(p))))]),
         (("dx",), [
