@@ -536,3 +536,58 @@ def test_rerun_with_unit_gamma_and_zero_beta_locates_the_mistake(wrong, phrase):
     x, gamma, beta = rng.standard_normal((4, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
     with pytest.raises(compare.GradingError, match=phrase):
         layernorm.check_forward_on(f, x, gamma, beta)
+
+
+def _ln_dx(dout, x, gamma, eps, var_factor=1.0, mean_term=True, sigma_eps=True):
+    """LayerNorm's dx written out here (independent of diagnose), with one change at a time."""
+    d = x.shape[-1]
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    xh = (x - mu) / np.sqrt(var + eps)
+    g = dout * gamma
+    inv = 1 / np.sqrt(var + eps) if sigma_eps else 1 / np.sqrt(var)
+    dx = g * inv - var_factor * xh * (g * xh).sum(-1, keepdims=True) / d * inv
+    return dx - g.mean(-1, keepdims=True) * inv if mean_term else dx
+
+
+@pytest.mark.parametrize(
+    ("change", "phrase"),
+    [
+        ({"var_factor": 2.0}, "variance term −x̂·mean(g·x̂)/σ is 2 times the right one"),
+        ({"mean_term": False}, "without its mean term"),
+        ({"sigma_eps": False}, "depends on ε"),
+    ],
+    ids=["variance-term-factor", "no-mean-term", "sigma-without-eps"],
+)
+def test_a_wrong_dx_is_described_in_the_terms_of_its_formula(change, phrase):
+    rng = np.random.default_rng(11)
+    x, dout = rng.standard_normal((5, 6)), rng.standard_normal((5, 6))
+    gamma, eps = rng.uniform(0.5, 2, 6), 0.3
+    right = _ln_dx(dout, x, gamma, eps)
+    wrong = _ln_dx(dout, x, gamma, eps, **change)
+    how = diagnose.describe_dx_difference(wrong, right, x, dout * gamma, -1, eps)
+    assert how is not None and phrase in how
+    # a per-row constant added to dx, and unrelated noise
+    how = diagnose.describe_dx_difference(
+        right + rng.standard_normal((5, 1)), right, x, dout * gamma, -1, eps
+    )
+    assert "constant of its own" in how
+    noise = right + 0.1 * rng.standard_normal(right.shape)
+    assert diagnose.describe_dx_difference(noise, right, x, dout * gamma, -1, eps) is None
+
+
+def test_an_eps_fixed_inside_is_found_by_behaviour_whatever_its_value():
+    from normedu.grading import layernorm
+
+    f = _define(
+        "import numpy as np\n"
+        "def layernorm_forward(x, gamma, beta, eps=1e-5):\n"
+        "    eps = 1e-3  # fixed: no value the eps re-run of the reference tries\n"
+        "    mu = x.mean(-1, keepdims=True)\n"
+        "    return gamma * (x - mu) / np.sqrt(x.var(-1, keepdims=True) + eps) + beta\n",
+        "layernorm_forward",
+    )
+    rng = np.random.default_rng(4)
+    x, gamma, beta = rng.standard_normal((4, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
+    with pytest.raises(compare.GradingError, match="does not change when eps goes"):
+        layernorm.check_forward_on(f, x, gamma, beta, eps=0.1)

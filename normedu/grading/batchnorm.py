@@ -282,8 +282,11 @@ def check_backward_shapes(b: Callable) -> None:
 
 def check_backward_values(b: Callable) -> None:
     """Against central finite differences of the forward, with a random upstream gradient;
-    then against the reference backward for N = 2 and for data with a large offset (1e4)."""
+    then against the reference backward for eps = 0.3, N = 2 and data with a large offset
+    (1e4)."""
     BATCHNORM.check_backward(b, _backward_probe(12, 5, 3), numeric=True, rtol=1e-5, atol=1e-7)
+    p = _backward_probe(27, 6, 4)
+    BATCHNORM.check_backward(b, p.replace(eps=0.3), rtol=1e-5, atol=1e-6)
     BATCHNORM.check_backward(b, _backward_probe(24, 2, 3), rtol=1e-5, atol=1e-6)
     p = _backward_probe(25, 16, 4)
     BATCHNORM.check_backward(b, p.replace(x=p.x + 1e4), rtol=1e-5, atol=1e-6)

@@ -453,6 +453,28 @@ def describe_dx_difference(
     def small(r: np.ndarray) -> bool:
         return bool(np.sqrt(np.sum(r * r)) <= 1e-6 * scale)
 
+    # A factor of its own per row that depends on ε: 1/σ without ε (or with it twice).
+    mu = x.mean(axis=axes, keepdims=True) if center else 0.0
+    var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+    ee = np.sum(e * e, axis=axes, keepdims=True)
+    ratio = np.sum(a * e, axis=axes, keepdims=True) / np.maximum(ee, 1e-300)
+    with np.errstate(all="ignore"):
+        for factor, words in (
+            (
+                np.sqrt((var + eps) / var),
+                "its factor 1/σ leaves ε out: use 1/sqrt(σ² + ε), as the forward does",
+            ),
+            (np.sqrt(var / (var + eps)), "ε is counted twice in its factor 1/σ"),
+        ):
+            if (
+                np.ptp(ratio) > 1e-9
+                and np.allclose(ratio, factor, rtol=1e-6)
+                and small(a - ratio * e)
+            ):
+                return (
+                    "dx is the right dx times a factor that depends on ε, one per slice of "
+                    f"values that share a σ: {words}"
+                )
     terms = _dx_terms(x, g, axes, eps, center)
     for name, t in terms.items():
         tt = float(np.sum(t * t))
@@ -468,9 +490,11 @@ def describe_dx_difference(
     mu = x.mean(axis=axes, keepdims=True) if center else 0.0
     x_hat = (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + eps)
     bases = {
-        "a constant of its own in each row (the mean term)": np.ones_like(x),
-        "a multiple of x̂ in each row (the variance term)": x_hat,
-        "a multiple of g = γ·dout in each row (the direct term)": g,
+        "a constant of its own per slice of values that share a mean (the mean term)": np.ones_like(
+            x
+        ),
+        "a multiple of x̂ per slice (the variance term)": x_hat,
+        "a multiple of g = γ·dout per slice (the direct term)": g,
     }
     names = list(bases)
     for k in (1, 2):

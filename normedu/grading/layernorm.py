@@ -165,8 +165,9 @@ def check_backward_shapes(b: Callable) -> None:
 
 def check_backward_values(b: Callable) -> None:
     """2-D input against central finite differences with a random upstream gradient; then
-    against the reference backward for D = 2 and for rows with a large offset (1e4)."""
+    against the reference backward for eps = 0.3, D = 2 and rows with a large offset (1e4)."""
     LAYERNORM.check_backward(b, _probe((4, 5), 12), numeric=True, rtol=1e-5, atol=1e-7)
+    LAYERNORM.check_backward(b, _probe((6, 4), 26, eps=0.3), rtol=1e-5, atol=1e-6)
     LAYERNORM.check_backward(b, _probe((6, 2), 24), rtol=1e-5, atol=1e-6)
     LAYERNORM.check_backward(b, _probe((4, 16), 25, offset=1e4), rtol=1e-5, atol=1e-6)
 

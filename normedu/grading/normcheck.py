@@ -41,6 +41,7 @@ from normedu.grading.diagnose import (
     check_against,
     describe_dx_difference,
     explained_by_rerun,
+    matches,
 )
 from normedu.grading.gradcheck import numerical_gradient
 from normedu.grading.guard import assert_no_shortcut
@@ -251,20 +252,52 @@ class NormTable:
         out = self.run(f, probe)
         out = out if item is None else out[item]
         what = what or f"{self.outputs[item or 0][0]} {probe.label(self.main)}"
+
+        def student(p: Probe) -> Any:
+            res = self.run(f, p)
+            return res if item is None else res[item]
+
         with self._rerun(f, probe, item):
-            check_against(
-                out,
-                self.forward_value(probe, item),
-                what,
-                self.hypotheses(
-                    self.causes if causes is None else causes,
-                    probe,
-                    lambda p: self.forward_value(p, item),
-                ),
-                rtol=rtol,
-                atol=atol,
-                relations=self.relations(probe) if self.relations else (),
-            )
+            try:
+                check_against(
+                    out,
+                    self.forward_value(probe, item),
+                    what,
+                    self.hypotheses(
+                        self.causes if causes is None else causes,
+                        probe,
+                        lambda p: self.forward_value(p, item),
+                    ),
+                    rtol=rtol,
+                    atol=atol,
+                    relations=self.relations(probe) if self.relations else (),
+                )
+            except GradingError as err:
+                self._eps_fixed(err, what, student, lambda p: self.forward_value(p, item), probe)
+                raise
+
+    def _eps_fixed(
+        self, err: GradingError, what: str, student: Callable, reference: Callable, probe: Probe
+    ) -> None:
+        """Raise "eps ignored" when the student's result does not change with eps while the
+        reference's does: an eps fixed inside the function (1e-6, 1e-7 ...) whatever its value,
+        found by behaviour rather than from a list of values."""
+        if "Likely cause" in str(err) or not self.eps_ignored or "eps" not in probe.options:
+            return
+        if not self.diagnosable(probe):
+            return
+        other = probe.replace(eps=probe.eps + 0.5)
+        try:
+            with np.errstate(all="ignore"):
+                same = matches(student(other), student(probe), 1e-12, 1e-14)
+                moves = not matches(reference(other), reference(probe), 1e-9, 1e-12)
+        except Exception:  # noqa: BLE001 - a failing re-run tells nothing
+            return
+        if same and moves:
+            raise GradingError(
+                f"{what} is wrong. Likely cause: {self.eps_ignored} (your result does not "
+                f"change when eps goes from {probe.eps:g} to {other.eps:g})"
+            ) from None
 
     def _rerun(self, f: Callable, probe: Probe, item: int | None):
         if self.affine is None:
@@ -337,6 +370,13 @@ class NormTable:
                     atol=atol,
                 )
             except GradingError as err:
+                self._eps_fixed(
+                    err,
+                    f"{what} {label}",
+                    lambda p, index=index: _pick(self._grads(b, p), index),
+                    lambda p, index=index: _pick(reference(p), index),
+                    probe,
+                )
                 how = None
                 if group == ("dx",) and "Likely cause" not in str(err):
                     how = self._describe_dx(probe, grads[index[0]], expected[index[0]])
@@ -344,6 +384,10 @@ class NormTable:
                     raise
                 intro = "In the terms of dx" if "How it differs" in str(err) else "How it differs"
                 raise GradingError(f"{err} {intro}: {how}.") from None
+
+    def _grads(self, b: Callable, probe: Probe) -> tuple:
+        grads = self.run(b, probe, backward=True)
+        return grads if len(self.grads) > 1 else (grads,)
 
     def _describe_dx(self, probe: Probe, dx: Any, expected: Any) -> str | None:
         """A wrong dx in the terms of its formula, on a float64 probe (None: no description)."""

@@ -65,7 +65,7 @@ MISTAKES = [
        ("np.sqrt(var + eps)", "np.sqrt(var + 1e-6)"), ("np.sqrt(running_var + eps)", "np.sqrt(running_var + 1e-6)")),
     _m("batchnorm", _BB, "eps missing in dgamma's x_hat", "ε included",
        ("dgamma = (dout * x_hat).sum(axis=0)", "dgamma = (dout * (x - mu) / np.sqrt(var)).sum(axis=0)")),
-    _m("batchnorm", _BB, "eps missing in dx's sigma", "How it differs",
+    _m("batchnorm", _BB, "eps missing in dx's sigma", "depends on ε",
        ("dx = rstd * (", "dx = (1.0 / np.sqrt(var)) * (")),
     _m("batchnorm", _BB, "variance term summed instead of averaged (a factor N)", "variance term",
        ("x_hat * (g * x_hat).mean(axis=0)", "x_hat * (g * x_hat).sum(axis=0)")),
