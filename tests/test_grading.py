@@ -591,3 +591,29 @@ def test_an_eps_fixed_inside_is_found_by_behaviour_whatever_its_value():
     x, gamma, beta = rng.standard_normal((4, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
     with pytest.raises(compare.GradingError, match="does not change when eps goes"):
         layernorm.check_forward_on(f, x, gamma, beta, eps=0.1)
+
+
+def test_a_wrong_jacobian_is_described_in_the_terms_of_its_formula():
+    from normedu.grading import jacobian
+
+    x, eps = np.random.default_rng(12).standard_normal(6), 1e-5
+    d, sigma = x.size, np.sqrt(x.var() + eps)
+    xh = (x - x.mean()) / sigma
+    # written out here: the outer-product term divided by D² instead of D
+    wrong = (np.eye(d) - np.ones((d, d)) / d - np.outer(xh, xh) / d**2) / sigma
+    with pytest.raises(compare.GradingError, match=r"outer-product term .* is 0.166667 times"):
+        jacobian.check_jacobian_on(lambda x, eps=1e-5: wrong, x, eps)
+    noise = wrong + 0.01 * np.random.default_rng(13).standard_normal((d, d))
+    assert jacobian.describe_terms(noise, x, eps) is None
+
+
+def test_a_wrong_residual_wiring_is_said_as_an_expression():
+    pytest.importorskip("torch")
+    from normedu.grading import prepost
+
+    f = _define(
+        "def pre_norm_residual(x, sublayer, norm):\n    return norm(x) + norm(sublayer(x))\n",
+        "pre_norm_residual",
+    )
+    with pytest.raises(compare.GradingError, match=r"your block computes norm\(x\) \+ norm\("):
+        prepost.check_pre_norm(f)
