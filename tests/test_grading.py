@@ -133,7 +133,7 @@ def test_correct_variant_gets_full_marks(assignment, name, cells, capfd):
 
 
 def test_every_norm_assignment_has_three_correct_variants():
-    for a in ("batchnorm", "layernorm", "groupnorm", "rmsnorm"):
+    for a in ("batchnorm", "layernorm", "groupnorm", "rmsnorm", "jacobian", "syncbn"):
         assert len(CORRECT_VARIANTS.get(a, {})) >= 3, a
 
 
