@@ -9,7 +9,9 @@ the repository's gradebook), with the course's one nbgrader configuration
 2. autograding scores the solution notebook full marks and the untouched release 0;
 3. ONE catalogued mistake per answer cell (the first of :mod:`normedu.grading.mistakes` for
    that cell) scores strictly less than full marks, and a failing test's output names it;
-4. a release whose test cells are edited to ``assert True`` (half of them) or deleted (the
+4. the correct answers of ``tests/data/correct/`` (written independently of the solution)
+   score full marks;
+5. a release whose test cells are edited to ``assert True`` (half of them) or deleted (the
    other half) scores 0.
 
 Submissions are graded by ``normedu autograde`` (one worker): nbgrader's own preprocessors
@@ -38,6 +40,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from data.correct import VARIANTS as CORRECT_VARIANTS
 
 from normedu.course.config import Course
 from normedu.grading import mistakes
@@ -150,7 +153,7 @@ def test_assignment_is_graded_correctly(assignment, course):
             assert all(ln.startswith("#") for ln in before.strip().splitlines())
             assert src.rstrip().endswith("### END HIDDEN TESTS")
 
-    # 2.-4. submissions: one notebook per student id
+    # 2.-5. submissions: one notebook per student id
     subs: dict[str, tuple[object, str | None]] = {
         "solution": (solution, None),
         "blank": (release, None),
@@ -175,6 +178,13 @@ def test_assignment_is_graded_correctly(assignment, course):
         cell_src = next(c.source for c in solution.cells
                         if c.metadata.get("nbgrader", {}).get("grade_id") == m.cell)  # fmt: skip
         subs[f"mistake{i:02d}"] = (_replace_cell(solution, m.cell, m.source(cell_src)), m.phrase)
+    # Correct answers written independently of the solution: full marks, in the same run.
+    correct = [f"correct_{name}" for name in CORRECT_VARIANTS.get(assignment, {})]
+    for sid, cells in zip(correct, CORRECT_VARIANTS.get(assignment, {}).values(), strict=True):
+        nb = solution
+        for gid, src in cells.items():
+            nb = _replace_cell(nb, gid, src)
+        subs[sid] = (nb, None)
     for sid, (nb, _) in subs.items():
         folder = root / "submitted" / sid / assignment
         folder.mkdir(parents=True)
@@ -194,6 +204,7 @@ def test_assignment_is_graded_correctly(assignment, course):
     assert full > 0
     assert scores["solution"][0] == full, scores["solution"]
     assert not any(v[2] for v in scores.values()), "no cell may need manual grading"
+    assert {sid: scores[sid][0] for sid in correct} == {sid: full for sid in correct}
     for sid in ("blank", "tampered"):
         assert scores[sid][0] == 0, (sid, scores[sid])
         assert scores[sid][1] == full, (sid, scores[sid])

@@ -12,6 +12,7 @@ deleted test cells, and ONE mistake per answer cell.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data.correct import VARIANTS as CORRECT_VARIANTS
 
 from normedu import norms
 from normedu.course.config import Course
@@ -113,6 +115,76 @@ def test_mistake_fails_and_is_named(mistake):
     failures = [msg for msg in results.values() if msg is not None]
     assert failures, f"{mistake.name}: every check passed"
     assert any(mistake.phrase in msg for msg in failures), (mistake.phrase, failures)
+
+
+#: Correct answers written independently of the solutions (tests/data/correct/).
+CORRECT = [(a, name, cells) for a, vs in CORRECT_VARIANTS.items() for name, cells in vs.items()]
+
+
+@pytest.mark.parametrize(("assignment", "name", "cells"), CORRECT,
+                         ids=[f"{a}:{name}" for a, name, _ in CORRECT])  # fmt: skip
+def test_correct_variant_gets_full_marks(assignment, name, cells, capfd):
+    """A correct answer never loses a point: another variance formula, another order of the
+    reshapes, einsum, loops, NumPy's own error for an impossible reshape all pass every cell."""
+    answer_cells, tests = _cells(assignment)
+    results = _run({**answer_cells, **cells}, tests)
+    assert {gid: msg for gid, msg in results.items() if msg is not None} == {}
+    assert capfd.readouterr().err == ""
+
+
+def test_every_norm_assignment_has_three_correct_variants():
+    for a in ("batchnorm", "layernorm", "groupnorm", "rmsnorm", "jacobian", "syncbn"):
+        assert len(CORRECT_VARIANTS.get(a, {})) >= 3, a
+
+
+def _bare_errors(src: str) -> str:
+    """An answer cell whose ``raise SomeError(message)`` lines raise the same error with no
+    message at all (the answer's maths and contract unchanged)."""
+    return re.sub(r"raise (\w+Error)\(.*\)", r"raise \1()", src)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_hidden_cell_fails_a_correct_answer_on_a_message_alone(assignment):
+    """A hidden cell checks values, never the wording of an error: the solution with every
+    error message removed passes every hidden cell (and any visible validation cell, which
+    accepts any message of the right exception type)."""
+    answer_cells, tests = _cells(assignment)
+    bare = {gid: _bare_errors(src) for gid, src in answer_cells.items()}
+    results = _run(bare, tests)
+    assert {gid: msg for gid, msg in results.items() if msg is not None} == {}
+
+
+def test_message_check_only_failure_is_caught():
+    """The test above can fail: a hidden cell that checks an error's message fails it."""
+    from normedu.grading import groupnorm
+
+    def strict(fn, args, C, G):  # what the groupnorm hidden cells did before issue 30
+        try:
+            fn(*args)
+        except ValueError as e:
+            assert str(C) in str(e) and str(G) in str(e), "message does not name C and G"
+
+    answer_cells, tests = _cells("groupnorm")
+    hidden = [(gid, src) for gid, src in tests if "hidden" in gid]
+    probe = (
+        "import numpy as np\n"
+        "x = np.ones((2, 6, 2)); g = np.ones(6)\n"
+        "strict(groupnorm_forward, (x, g, g, 4), 6, 4)\n"
+    )
+    bare = {gid: _bare_errors(src) for gid, src in answer_cells.items()}
+    ns_tests = [(gid, src) for gid, src in hidden] + [("strict_hidden", probe)]
+    ns: dict = {"__name__": "__main__", "strict": strict}
+    for src in bare.values():
+        exec(compile(src, "<answer>", "exec"), ns)
+    failures = []
+    for gid, src in ns_tests:
+        try:
+            exec(compile(src, f"<{gid}>", "exec"), ns)
+        except AssertionError:
+            failures.append(gid)
+    assert failures == ["strict_hidden"]
+    assert "check_indivisible" not in "".join(src for _, src in hidden)
+    assert callable(groupnorm.check_backward_indivisible)
 
 
 #: The answer cells of every assignment named after a registered norm (a new norm's assignment
@@ -465,3 +537,84 @@ def test_rerun_with_unit_gamma_and_zero_beta_locates_the_mistake(wrong, phrase):
     x, gamma, beta = rng.standard_normal((4, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
     with pytest.raises(compare.GradingError, match=phrase):
         layernorm.check_forward_on(f, x, gamma, beta)
+
+
+def _ln_dx(dout, x, gamma, eps, var_factor=1.0, mean_term=True, sigma_eps=True):
+    """LayerNorm's dx written out here (independent of diagnose), with one change at a time."""
+    d = x.shape[-1]
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    xh = (x - mu) / np.sqrt(var + eps)
+    g = dout * gamma
+    inv = 1 / np.sqrt(var + eps) if sigma_eps else 1 / np.sqrt(var)
+    dx = g * inv - var_factor * xh * (g * xh).sum(-1, keepdims=True) / d * inv
+    return dx - g.mean(-1, keepdims=True) * inv if mean_term else dx
+
+
+@pytest.mark.parametrize(
+    ("change", "phrase"),
+    [
+        ({"var_factor": 2.0}, "variance term −x̂·mean(g·x̂)/σ is 2 times the right one"),
+        ({"mean_term": False}, "without its mean term"),
+        ({"sigma_eps": False}, "depends on ε"),
+    ],
+    ids=["variance-term-factor", "no-mean-term", "sigma-without-eps"],
+)
+def test_a_wrong_dx_is_described_in_the_terms_of_its_formula(change, phrase):
+    rng = np.random.default_rng(11)
+    x, dout = rng.standard_normal((5, 6)), rng.standard_normal((5, 6))
+    gamma, eps = rng.uniform(0.5, 2, 6), 0.3
+    right = _ln_dx(dout, x, gamma, eps)
+    wrong = _ln_dx(dout, x, gamma, eps, **change)
+    how = diagnose.describe_dx_difference(wrong, right, x, dout * gamma, -1, eps)
+    assert how is not None and phrase in how
+    # a per-row constant added to dx, and unrelated noise
+    how = diagnose.describe_dx_difference(
+        right + rng.standard_normal((5, 1)), right, x, dout * gamma, -1, eps
+    )
+    assert "constant of its own" in how
+    noise = right + 0.1 * rng.standard_normal(right.shape)
+    assert diagnose.describe_dx_difference(noise, right, x, dout * gamma, -1, eps) is None
+
+
+def test_an_eps_fixed_inside_is_found_by_behaviour_whatever_its_value():
+    from normedu.grading import layernorm
+
+    f = _define(
+        "import numpy as np\n"
+        "def layernorm_forward(x, gamma, beta, eps=1e-5):\n"
+        "    eps = 1e-3  # fixed: no value the eps re-run of the reference tries\n"
+        "    mu = x.mean(-1, keepdims=True)\n"
+        "    return gamma * (x - mu) / np.sqrt(x.var(-1, keepdims=True) + eps) + beta\n",
+        "layernorm_forward",
+    )
+    rng = np.random.default_rng(4)
+    x, gamma, beta = rng.standard_normal((4, 5)), rng.uniform(0.5, 2, 5), rng.standard_normal(5)
+    with pytest.raises(compare.GradingError, match="does not change when eps goes"):
+        layernorm.check_forward_on(f, x, gamma, beta, eps=0.1)
+
+
+def test_a_wrong_jacobian_is_described_in_the_terms_of_its_formula():
+    from normedu.grading import jacobian
+
+    x, eps = np.random.default_rng(12).standard_normal(6), 1e-5
+    d, sigma = x.size, np.sqrt(x.var() + eps)
+    xh = (x - x.mean()) / sigma
+    # written out here: the outer-product term divided by D² instead of D
+    wrong = (np.eye(d) - np.ones((d, d)) / d - np.outer(xh, xh) / d**2) / sigma
+    with pytest.raises(compare.GradingError, match=r"outer-product term .* is 0.166667 times"):
+        jacobian.check_jacobian_on(lambda x, eps=1e-5: wrong, x, eps)
+    noise = wrong + 0.01 * np.random.default_rng(13).standard_normal((d, d))
+    assert jacobian.describe_terms(noise, x, eps) is None
+
+
+def test_a_wrong_residual_wiring_is_said_as_an_expression():
+    pytest.importorskip("torch")
+    from normedu.grading import prepost
+
+    f = _define(
+        "def pre_norm_residual(x, sublayer, norm):\n    return norm(x) + norm(sublayer(x))\n",
+        "pre_norm_residual",
+    )
+    with pytest.raises(compare.GradingError, match=r"your block computes norm\(x\) \+ norm\("):
+        prepost.check_pre_norm(f)

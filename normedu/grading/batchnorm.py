@@ -59,10 +59,11 @@ def _dx(p: Probe, axes=0, **switches) -> np.ndarray:
     return normalize_backward(p.dout, p.x, axes, p.gamma, p.eps, **switches)
 
 
-def _with_running(p: Probe, eps_outside: bool = False) -> np.ndarray:
-    """Normalized with running_mean/running_var (eval mode's formula)."""
-    rm, rv = p.running_mean, p.running_var
-    den = np.sqrt(rv) + p.eps if eps_outside else np.sqrt(rv + p.eps)
+def _with_running(p: Probe, eps_outside: bool = False, eps: float | None = None) -> np.ndarray:
+    """Normalized with running_mean/running_var (eval mode's formula; ``eps`` replaces the
+    probe's, 0 for none)."""
+    rm, rv, e = p.running_mean, p.running_var, p.eps if eps is None else eps
+    den = np.sqrt(rv) + e if eps_outside else np.sqrt(rv + e)
     out = (p.x - rm) / den
     return out * (1 if p.gamma is None else p.gamma) + (0 if p.beta is None else p.beta)
 
@@ -87,7 +88,9 @@ BATCHNORM = NormTable(
         (("dgamma", "dbeta"), param_grad_causes(
             lambda p: normalize(p.x, 0, eps=p.eps), lambda p: (0,),
             uses_x="dγ = Σ dout·x̂ over the batch (the normalized input x̂), not dout·x",
-            means="dγ and dβ are sums over the batch axis, not means")),
+            means="dγ and dβ are sums over the batch axis, not means") + [
+            ("dγ needs the forward's x̂ = (x − μ)/sqrt(σ² + ε), ε included; yours leaves ε out of x̂",
+             lambda p: ((p.dout * normalize(p.x, 0, eps=0.0)).sum(0), p.dout.sum(0)))]),
         (("dx",), [
             *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (γ/σ)·(dout − mean(dout) − x̂·mean(dout·x̂))"),
             *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: dx = (γ/σ)·(dout − mean(dout) − x̂·mean(dout·x̂)), means over the batch"),
@@ -100,7 +103,8 @@ BATCHNORM = NormTable(
     relations=lambda p: norm_relations(p.x, 0, p.gamma, p.beta, p.eps),
     eps_ignored=EPS_IGNORED,
     affine=("gamma", "beta"),
-    grad_shape_hint="dγ and dβ are sums over the batch (axis 0), one value per feature",
+    grad_shape_hint="dγ and dβ were summed over the wrong axis: they are sums over the batch (axis 0), one value per feature",
+    dx_layout=lambda p: (lambda a: a, p.dout * p.gamma, 0, True),
 )  # fmt: skip
 
 #: Eval mode's causes: the batch statistics instead of the running ones, and the usual ones.
@@ -109,10 +113,18 @@ EVAL_CAUSES = [
     (EPS_OUT, lambda p: _with_running(p, eps_outside=True)),
     (NO_BETA, lambda p: _with_running(p.replace(beta=None))),
     (NO_GAMMA, lambda p: _with_running(p.replace(gamma=None))),
+    (
+        "in eval mode the output still needs γ and β: out = γ·(x − running_mean)/sqrt(running_var + ε) + β; yours returns the normalized x alone",
+        lambda p: _with_running(p.replace(gamma=None, beta=None)),
+    ),
+    (
+        "in eval mode ε is missing: divide by sqrt(running_var + ε), as in training mode (eps is an argument; a running variance near 0 would divide by 0)",
+        lambda p: _with_running(p, eps=0.0),
+    ),
 ]
 
 
-def _running_hypotheses(x, rm, rv, momentum) -> list[Hypothesis]:
+def _running_hypotheses(x, rm, rv, momentum, eps=DEFAULT_EPS) -> list[Hypothesis]:
     """The running statistics' mistakes, as (new_running_mean, new_running_var)."""
     n, mu, var = x.shape[0], x.mean(0), x.var(0)
     unb = var * n / (n - 1)
@@ -128,6 +140,8 @@ def _running_hypotheses(x, rm, rv, momentum) -> list[Hypothesis]:
     std_msg = "running_var must hold a variance, not a standard deviation"
     return [
         ("running_var must store the unbiased batch variance (divide by N−1), as PyTorch does; only the normalization uses the biased one", new(keep, var)),
+        ("running_var must accumulate the batch variance itself, without ε: ε is added only where you divide (sqrt(var + ε)); the average takes the unbiased variance (N−1), as PyTorch does", new(keep, unb + eps)),
+        ("running_var must accumulate the batch variance itself, without ε: ε is added only where you divide (sqrt(var + ε)); the average takes the unbiased variance (N−1), as PyTorch does", new(keep, var + eps)),
         (momentum_msg, new(momentum, unb)),
         (momentum_msg + "; also, running_var stores the unbiased variance", new(momentum, var)),
         ("the running statistics were not updated in training mode: running = (1 − momentum)·running + momentum·batch", lambda: (rm, rv)),
@@ -157,20 +171,28 @@ def check_forward_shapes(f: Callable) -> None:
 
 
 def check_forward_training(f: Callable) -> None:
-    """Training-mode output against the reference, with the default eps and with eps = 0.3."""
+    """Training-mode output against the reference: the default eps and eps = 0.3, N = 2,
+    data with a large offset (1e6), float32 input."""
     for probe in (_probe(2), _probe(3, scale=0.4, eps=0.3)):
         what = f"out (training mode, eps={probe.eps})"
         BATCHNORM.check_forward(f, probe, item=0, what=what)
+    BATCHNORM.check_forward(f, _probe(21, n=2), item=0, rtol=1e-5, atol=1e-6)
+    BATCHNORM.check_forward(f, _probe(22, n=16, offset=1e6), item=0, rtol=1e-5, atol=1e-6)
+    p = _probe(23)
+    p32 = Probe({k: v.astype(np.float32) for k, v in p.args.items()}, p.options)
+    BATCHNORM.check_forward(f, p32, item=0, rtol=1e-4, atol=1e-5)
 
 
 def check_forward_running(f: Callable) -> None:
-    """The running statistics after one training step (momentum 0.1, N = 4)."""
+    """The running statistics after one training step (momentum 0.1, N = 4), with the
+    default eps and with eps = 0.3 (which the running variance must not contain)."""
     assert_no_shortcut(f)
-    p = _probe(4, n=4)
-    _, rm_new, rv_new = BATCHNORM.run(f, p)
-    _, erm, erv = BATCHNORM.forward_value(p)
-    hyps = _running_hypotheses(p.x, p.running_mean, p.running_var, p.momentum)
-    check_against((rm_new, rv_new), (erm, erv), "(new_running_mean, new_running_var)", hyps)
+    for p in (_probe(4, n=4), _probe(26, n=4, eps=0.3)):
+        _, rm_new, rv_new = BATCHNORM.run(f, p)
+        _, erm, erv = BATCHNORM.forward_value(p)
+        hyps = _running_hypotheses(p.x, p.running_mean, p.running_var, p.momentum, p.eps)
+        what = f"(new_running_mean, new_running_var) for eps={p.eps}"
+        check_against((rm_new, rv_new), (erm, erv), what, hyps)
 
 
 def check_forward_eval(f: Callable) -> None:
@@ -259,5 +281,12 @@ def check_backward_shapes(b: Callable) -> None:
 
 
 def check_backward_values(b: Callable) -> None:
-    """Against central finite differences of the forward, with a random upstream gradient."""
+    """Against central finite differences of the forward, with a random upstream gradient;
+    then against the reference backward for eps = 0.3, N = 2 and data with a large offset
+    (1e4)."""
     BATCHNORM.check_backward(b, _backward_probe(12, 5, 3), numeric=True, rtol=1e-5, atol=1e-7)
+    p = _backward_probe(27, 6, 4)
+    BATCHNORM.check_backward(b, p.replace(eps=0.3), rtol=1e-5, atol=1e-6)
+    BATCHNORM.check_backward(b, _backward_probe(24, 2, 3), rtol=1e-5, atol=1e-6)
+    p = _backward_probe(25, 16, 4)
+    BATCHNORM.check_backward(b, p.replace(x=p.x + 1e4), rtol=1e-5, atol=1e-6)

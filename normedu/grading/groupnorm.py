@@ -7,7 +7,10 @@ Student functions:
 
 Group g holds the adjacent channels ``g*C/G .. (g+1)*C/G - 1`` (PyTorch's convention); each
 (sample, group) is normalized over its channels and every spatial position, and gamma/beta
-are per channel. A C that G does not divide must raise a ``ValueError`` naming C and G.
+are per channel. A C that G does not divide must raise a ``ValueError`` (any message: one
+that names C and G is praised in the feedback, not required); that is graded in its own
+visible cell (:func:`check_forward_indivisible`, :func:`check_backward_indivisible`) and in
+no numeric one.
 
 The table :data:`GROUPNORM` holds what is GroupNorm's own (references
 :func:`normedu.functional.group_norm` and its backward, called by keyword only, causes and
@@ -42,13 +45,16 @@ __all__ = [
     "check_forward_values",
     "check_forward_limits",
     "check_forward_indivisible",
+    "check_backward_indivisible",
     "check_backward_shapes",
     "check_backward_values",
     "check_backward_limits",
 ]
 
 SPATIAL = "your function must accept any number of spatial axes: (N, C), (N, C, L), (N, C, H, W), (N, C, D, H, W); take N, C = x.shape[:2] and reshape to (N, G, -1) instead of unpacking N, C, H, W"
-NO_ERROR = "C not divisible by G must raise a ValueError: a reshape to (N, G, -1) can succeed anyway and silently mix channels of different groups; check C % G and raise ValueError naming C and G"
+NO_ERROR = "C not divisible by G must raise a ValueError: a reshape to (N, G, -1) can succeed anyway and silently mix channels of different groups; check C % G and raise ValueError (naming C and G helps whoever reads it)"
+DX_INSTANCE = "your backward normalizes each channel on its own (InstanceNorm's backward, G = C): a group's statistics, and so x̂ and the means in dx, are over all its C/G channels and positions"
+DX_PER_POSITION = "your backward takes its statistics per spatial position: x̂ and the means in dx, like the forward's statistics, are over a group's C/G channels AND every position (reshape to (N, G, -1))"
 DX_UNBIASED = "your backward uses the unbiased variance; the forward normalizes with the biased one"
 
 
@@ -79,6 +85,21 @@ def _regrouped(p: Probe, shape: Callable, axes) -> np.ndarray:
     n, c = p.x.shape[:2]
     rows = normalize(p.x.reshape(shape(n, c, p.G)), axes, eps=p.eps)
     return _affine(rows.reshape(p.x.shape), p.gamma, p.beta)
+
+
+def _per_position(p: Probe) -> np.ndarray:
+    """Statistics over the group's channels at each spatial position separately."""
+    n, c = p.x.shape[:2]
+    xg = np.asarray(p.x, np.float64).reshape(n, p.G, c // p.G, -1)
+    return _affine(normalize(xg, 2, eps=p.eps).reshape(p.x.shape), p.gamma, p.beta)
+
+
+def _dx_per_position(p: Probe) -> np.ndarray:
+    """The backward of :func:`_per_position` (LayerNorm's dx over the channels of a group)."""
+    n, c = p.x.shape[:2]
+    g = p.dout * np.asarray(p.gamma, np.float64).reshape(_bshape(p.x))
+    shape = (n, p.G, c // p.G, -1)
+    return normalize_backward(g.reshape(shape), p.x.reshape(shape), 2, eps=p.eps).reshape(p.x.shape)
 
 
 def _dx(p: Probe, gamma_mode="before", groups=None, use_gamma=True, **switches) -> np.ndarray:
@@ -123,6 +144,8 @@ GROUPNORM = NormTable(
          lambda p: _gn(p, 1)),
         ("you normalized each channel on its own (that is InstanceNorm, GroupNorm with G = C); a group holds C/G channels, and its mean and variance are taken over all of them together",
          lambda p: _gn(p, p.x.shape[1])),
+        ("your statistics are per spatial position: each (sample, group) needs ONE mean and variance over its C/G channels AND every spatial position (x.reshape(N, G, -1), statistics over the last axis), not one per position",
+         lambda p: _per_position(p)),
         ("your statistics include the batch axis; GroupNorm normalizes each sample on its own (per sample and group), so reduce over the group's channels and positions only, never over axis 0",
          lambda p: _regrouped(p, lambda n, c, G: (n, G, -1), (0, 2)),
          lambda p: _affine(normalize(p.x, _param_axes(p), eps=p.eps), p.gamma, p.beta)),
@@ -142,6 +165,8 @@ GROUPNORM = NormTable(
                                uses_x="dγ = Σ dout·x̂ (the normalized input x̂), not dout·x",
                                means="dγ and dβ are sums over N and the spatial axes, not means"),
             (DX_UNBIASED, lambda p: ((p.dout * _x_hat(p, ddof=1)).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),
+            (DX_INSTANCE, lambda p: ((p.dout * _x_hat(p.replace(G=p.x.shape[1]))).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),
+            (DX_PER_POSITION, lambda p: ((p.dout * _per_position(p.replace(gamma=None, beta=None))).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),
         ]),
         (("dx",), [
             *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) per group"),
@@ -152,13 +177,16 @@ GROUPNORM = NormTable(
             *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ[c]·dout", unbiased=DX_UNBIASED),
             ("the means in your dx are not taken over the same (sample, group) rows as the forward's statistics: reshape g = γ[c]·dout to (N, G, -1) and average over the last axis",
              lambda p: _dx(p, groups=1), lambda p: _dx(p, groups=p.x.shape[1])),
+            (DX_INSTANCE, lambda p: _dx(p.replace(G=p.x.shape[1]))),
+            (DX_PER_POSITION, _dx_per_position),
         ]),
     ],
     eps_ignored=EPS_IGNORED,
     affine=("gamma", "beta"),
-    grad_shape_hint="dγ and dβ have one value per channel: sum over N and every spatial axis (axis 0 and axes 2, 3, ...)",
+    grad_shape_hint="dγ and dβ were summed over the wrong axes (or kept them, keepdims): they have one value per channel, shape (C,): sum over N and every spatial axis (axis 0 and axes 2, 3, ...)",
     keep_dtype="float32 input must give float32 output, as in PyTorch; do not convert x to float64 (or cast the result back with .astype(x.dtype))",
     call_hint=lambda p: None if p.x.ndim == 4 else f"For an input with {p.x.ndim} axes: {SPATIAL}",
+    dx_layout=lambda p: (lambda a: a.reshape(p.x.shape[0], p.G, -1), p.dout * p.gamma.reshape(_bshape(p.x)), -1, True),
 )  # fmt: skip
 
 
@@ -191,7 +219,8 @@ def check_backward(
 
 def check_indivisible(fn: Callable, args: tuple, C: int, G: int) -> None:
     """``fn(*args)`` (a call with C channels and G groups, C % G != 0) must raise a
-    ``ValueError`` whose message names both C and G."""
+    ``ValueError``; any message passes. A message that names both C and G is praised (a
+    printed note), one that does not gets a printed suggestion: never a lost point."""
     name = getattr(fn, "__name__", "your function")
     assert_no_shortcut(fn)
     try:
@@ -207,12 +236,12 @@ def check_indivisible(fn: Callable, args: tuple, C: int, G: int) -> None:
         msg = str(error)
     else:
         raise GradingError(f"{name} returned a result for C = {C}, G = {G}: {NO_ERROR}")
-    missing = [str(v) for v in (C, G) if not re.search(rf"(?<!\d){v}(?!\d)", msg)]
-    if missing:
-        raise GradingError(
-            f"{name} raised ValueError({msg!r}), which does not name "
-            f"{' and '.join(missing)}: say which C and G do not fit, e.g. "
-            f"'C = {C} is not divisible by G = {G}'"
+    if all(re.search(rf"(?<!\d){v}(?!\d)", msg) for v in (C, G)):
+        print(f"Note: your ValueError names C = {C} and G = {G}: a clear message, well done.")
+    else:
+        print(
+            f"Note: any ValueError earns the point; yours ({msg!r}) could also name the values, "
+            f"e.g. 'C = {C} is not divisible by G = {G}'."
         )
 
 
@@ -248,7 +277,8 @@ def check_forward_values(f: Callable) -> None:
 
 
 def check_forward_limits(f: Callable) -> None:
-    """G = 1 (LayerNorm over C, H, W), G = C (InstanceNorm), and inputs (N, C), (N, C, L)."""
+    """G = 1 (LayerNorm over C, H, W), G = C (InstanceNorm), inputs (N, C) and (N, C, L),
+    data with a large offset (1e6), a constant group (its output is β) and float32 values."""
     for shape, seed, G in (
         ((2, 4, 3, 3), 4, 1),
         ((2, 4, 3, 3), 5, 4),
@@ -256,12 +286,25 @@ def check_forward_limits(f: Callable) -> None:
         ((2, 8, 5), 7, 4),
     ):
         _forward(f, _probe(shape, seed, G))
+    p = _probe((3, 4, 5), 17, 2)
+    _forward(f, p.replace(x=p.x + 1e6))
+    x = p.x.copy()
+    x[1, 2:4] = 2.5
+    GROUPNORM.check_forward(f, p.replace(x=x), what="out with a constant group (expected: β)")
+    _forward(f, _probe((2, 8, 3, 3), 18, 4, np.float32))
 
 
 def check_forward_indivisible(f: Callable) -> None:
-    """C = 6 channels and G = 4 groups: a ValueError that names 6 and 4."""
+    """C = 6 channels and G = 4 groups, then C = 6 and G = 5: a ValueError (any message)."""
     p = _probe((2, 6, 2), 8, 4)
     check_indivisible(f, (p.x, p.gamma, p.beta, 4), 6, 4)
+    check_indivisible(f, (p.x, p.gamma, p.beta, 5), 6, 5)
+
+
+def check_backward_indivisible(b: Callable) -> None:
+    """The backward with C = 6 channels and G = 4 groups: a ValueError (any message)."""
+    p = _probe((2, 6, 2), 9, 4)
+    check_indivisible(b, (p.dout, p.x, p.gamma, 4), 6, 4)
 
 
 def check_backward_shapes(b: Callable) -> None:
@@ -277,6 +320,11 @@ def check_backward_values(b: Callable) -> None:
 
 
 def check_backward_limits(b: Callable) -> None:
-    """G = 1, G = C and (N, C) input, against the reference backward."""
+    """G = 1, G = C and (N, C) input, data with a large offset (1e4) and float32 input,
+    against the reference backward."""
     for shape, G, seed in (((2, 4, 3, 3), 1, 14), ((2, 4, 3, 3), 4, 15), ((5, 6), 3, 16)):
         GROUPNORM.check_backward(b, _probe(shape, seed, G))
+    p = _probe((3, 4, 5), 19, 2)
+    GROUPNORM.check_backward(b, p.replace(x=p.x + 1e4), rtol=1e-5, atol=1e-6)
+    p = _probe((2, 8, 3, 3), 20, 4, np.float32)
+    GROUPNORM.check_backward(b, p, **_tolerances(p.x))

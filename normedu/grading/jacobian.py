@@ -112,7 +112,49 @@ def _case(f: Callable, x: np.ndarray, eps: float, numeric: bool, rtol=1e-6, atol
     jac = _jac(f, x, eps)
     expected = _fd_jacobian(x, eps) if numeric else ref.layer_norm_jacobian(x, eps)
     label = f"J for D={x.size}, eps={eps}" + (" (vs finite differences)" if numeric else "")
-    check_against(jac, expected, label, _hypotheses(x, eps), rtol=rtol, atol=atol)
+    try:
+        check_against(jac, expected, label, _hypotheses(x, eps), rtol=rtol, atol=atol)
+    except GradingError as err:
+        how = None if "Likely cause" in str(err) else describe_terms(jac, x, eps)
+        if how is None:
+            raise
+        intro = "In the terms of J" if "How it differs" in str(err) else "How it differs"
+        raise GradingError(f"{err} {intro}: {how}.") from None
+
+
+#: The three terms of J = (1/σ)(I − 𝟏𝟏ᵀ/D − x̂x̂ᵀ/D), each with its sign, by name.
+_TERMS = ("identity term I/σ", "centering term −𝟏𝟏ᵀ/(Dσ)", "outer-product term −x̂x̂ᵀ/(Dσ)")
+
+
+def describe_terms(jac: np.ndarray, x: np.ndarray, eps: float) -> str | None:
+    """How a wrong J differs from the right one, in the terms of its formula: each term's
+    coefficient fitted by least squares (1 is right), when the three terms explain the whole
+    matrix (None otherwise: a J no mix of these terms makes)."""
+    x = np.asarray(x, dtype=np.float64)
+    d = x.size
+    sigma = np.sqrt(x.var() + eps)
+    x_hat = (x - x.mean()) / sigma
+    basis = [
+        np.eye(d) / sigma,
+        -np.ones((d, d)) / (d * sigma),
+        -np.outer(x_hat, x_hat) / (d * sigma),
+    ]
+    a = np.stack([b.ravel() for b in basis], axis=1)
+    coef, *_ = np.linalg.lstsq(a, np.asarray(jac, dtype=np.float64).ravel(), rcond=None)
+    fitted = a @ coef
+    if np.linalg.norm(fitted - jac.ravel()) > 1e-6 * (np.linalg.norm(jac) + 1e-300):
+        return None
+    if np.linalg.matrix_rank(a) < 3:  # a constant vector or D = 1: the terms are not distinct
+        return None
+    parts = []
+    for name, c in zip(_TERMS, coef, strict=True):
+        if abs(c - 1) > 1e-6:
+            parts.append(
+                f"your {name} is missing"
+                if abs(c) < 1e-6
+                else f"your {name} is {c:.6g} times the right one"
+            )
+    return "; ".join(parts) + " (the other terms are right)" if parts else None
 
 
 def check_shape(f: Callable) -> None:
@@ -123,11 +165,15 @@ def check_shape(f: Callable) -> None:
 
 
 def check_values(f: Callable) -> None:
-    """Against central finite differences, with the default eps and with eps = 0.3."""
+    """Against central finite differences, with the default eps and with eps = 0.3; then
+    against the closed form for D = 2, a large offset (1e6) and a constant vector."""
     assert_no_shortcut(f)
     rng = np.random.default_rng(30)
     _case(f, rng.standard_normal(6) * 2 + 1, DEFAULT_EPS, numeric=True, rtol=1e-5, atol=1e-7)
     _case(f, rng.standard_normal(5) * 0.5, 0.3, numeric=True, rtol=1e-5, atol=1e-7)
+    _case(f, rng.standard_normal(2), DEFAULT_EPS, numeric=False)
+    _case(f, rng.standard_normal(7) + 1e6, DEFAULT_EPS, numeric=False, rtol=1e-5, atol=1e-6)
+    _case(f, np.full(4, -2.0), DEFAULT_EPS, numeric=False)
 
 
 def check_properties(f: Callable) -> None:

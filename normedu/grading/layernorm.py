@@ -77,7 +77,11 @@ LAYERNORM = NormTable(
         (("dgamma", "dbeta"), param_grad_causes(
             lambda p: _ln(p.replace(gamma=None, beta=None)), _lead,
             uses_x="dγ = Σ dout·x̂ (the normalized input x̂), not dout·x",
-            means="dγ and dβ are sums over every leading axis, not means")),
+            means="dγ and dβ are sums over every leading axis, not means") + [
+            ("your backward uses the unbiased variance; the forward normalizes with the biased one (divide by D)",
+             lambda p: ((p.dout * normalize(p.x, -1, eps=p.eps, ddof=1)).sum(_lead(p)), p.dout.sum(_lead(p)))),
+            ("dγ needs the forward's x̂ = (x − μ)/sqrt(σ² + ε), ε included; yours leaves ε out of x̂",
+             lambda p: ((p.dout * normalize(p.x, -1, eps=0.0)).sum(_lead(p)), p.dout.sum(_lead(p))))]),
         (("dx",), [
             *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂))"),
             *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ·dout, means over the last axis"),
@@ -86,12 +90,15 @@ LAYERNORM = NormTable(
             *switched(_dx, unbiased="your backward uses the unbiased variance; the forward normalizes with the biased one (divide by D)"),
             ("your backward takes its means over axis 0; LayerNorm's statistics, and so the means in dx, are over the last axis",
              lambda p: _dx(p, 0), _dx_means_over_axis0),
+            ("γ must multiply dout before the row means (g = γ·dout, then mean(g) and mean(g·x̂) over the last axis): γ differs between the features of a row, so multiplying the dx of γ = 1 by γ afterwards is wrong",
+             lambda p: normalize_backward(p.dout, p.x, -1, None, p.eps) * p.gamma),
         ]),
     ],
     relations=lambda p: norm_relations(p.x, -1, p.gamma, p.beta, p.eps),
     eps_ignored=EPS_IGNORED,
     affine=("gamma", "beta"),
-    grad_shape_hint="dγ and dβ have one value per feature: sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0)",
+    grad_shape_hint="dγ and dβ were summed over the wrong axis: they have one value per feature, so sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0), never over the last axis",
+    dx_layout=lambda p: (lambda a: a, p.dout * p.gamma, -1, True),
 )  # fmt: skip
 
 
@@ -122,9 +129,19 @@ def check_forward_shapes(f: Callable) -> None:
 
 
 def check_forward_values(f: Callable) -> None:
-    """2-D input against the reference, with the default eps and with eps = 0.3."""
+    """2-D input against the reference: the default eps and eps = 0.3, rows with a large
+    offset (1e6), D = 1, a constant row (its output is β), float32 input."""
     LAYERNORM.check_forward(f, _probe((6, 5), 2))
     LAYERNORM.check_forward(f, _probe((6, 5), 3, scale=0.4, eps=0.3))
+    LAYERNORM.check_forward(f, _probe((4, 16), 20, offset=1e6), rtol=1e-5, atol=1e-6)
+    LAYERNORM.check_forward(f, _probe((5, 1), 21))
+    p = _probe((3, 6), 22)
+    x = p.x.copy()
+    x[1] = 2.5
+    LAYERNORM.check_forward(f, p.replace(x=x), what="out with a constant row (expected: β)")
+    p = _probe((8, 32), 23)
+    p32 = Probe({k: v.astype(np.float32) for k, v in p.args.items()}, p.options)
+    LAYERNORM.check_forward(f, p32, rtol=1e-4, atol=1e-5)
 
 
 def check_forward_3d(f: Callable) -> None:
@@ -147,8 +164,12 @@ def check_backward_shapes(b: Callable) -> None:
 
 
 def check_backward_values(b: Callable) -> None:
-    """2-D input against central finite differences with a random upstream gradient."""
+    """2-D input against central finite differences with a random upstream gradient; then
+    against the reference backward for eps = 0.3, D = 2 and rows with a large offset (1e4)."""
     LAYERNORM.check_backward(b, _probe((4, 5), 12), numeric=True, rtol=1e-5, atol=1e-7)
+    LAYERNORM.check_backward(b, _probe((6, 4), 26, eps=0.3), rtol=1e-5, atol=1e-6)
+    LAYERNORM.check_backward(b, _probe((6, 2), 24), rtol=1e-5, atol=1e-6)
+    LAYERNORM.check_backward(b, _probe((4, 16), 25, offset=1e4), rtol=1e-5, atol=1e-6)
 
 
 def check_backward_3d(b: Callable) -> None:

@@ -36,7 +36,13 @@ import numpy as np
 
 from normedu.conventions import DEFAULT_EPS
 from normedu.grading.compare import GradingError, assert_array, call, unchanged
-from normedu.grading.diagnose import Hypothesis, check_against, explained_by_rerun
+from normedu.grading.diagnose import (
+    Hypothesis,
+    check_against,
+    describe_dx_difference,
+    explained_by_rerun,
+    matches,
+)
 from normedu.grading.gradcheck import numerical_gradient
 from normedu.grading.guard import assert_no_shortcut
 
@@ -119,6 +125,10 @@ class NormTable:
     - keep_dtype: message when a result's dtype differs from a floating-point main input's
       (None: not checked).
     - call_hint: ``call_hint(probe)``, appended to a failing call's message (None: nothing).
+    - dx_layout: ``dx_layout(probe) -> (to_rows, g, axes, center)``: how dx's terms are laid
+      out (``to_rows`` maps an array shaped like x to rows normalized over ``axes``; ``g`` is
+      γ·dout shaped like x; ``center`` False: no mean term). With it, a wrong dx that no cause
+      names is described in the terms of its formula (:func:`.diagnose.describe_dx_difference`).
     """
 
     inputs: tuple[str, ...]
@@ -135,6 +145,7 @@ class NormTable:
     grad_shape_hint: str = ""
     keep_dtype: str | None = None
     call_hint: Callable[[Probe], str | None] | None = None
+    dx_layout: Callable[[Probe], tuple[Callable, Any, Any, bool]] | None = None
 
     # ------------------------------------------------------------------ calling
     @property
@@ -151,10 +162,12 @@ class NormTable:
         try:
             res = call(fn, *copies, name=fn_name, **probe.options)
         except GradingError as e:
+            if "NotImplementedError" in str(e):
+                raise
+            # Say on which input it failed (a backward that crashes only at G = 1, say).
             hint = self.call_hint(probe) if self.call_hint else None
-            if hint and "NotImplementedError" not in str(e):
-                raise GradingError(f"{e}. {hint}") from e
-            raise
+            where = f" (it failed {probe.label(self.main)})"
+            raise GradingError(f"{e}{where}" + (f". {hint}" if hint else "")) from e
         for name, before, after in zip(names, given, copies, strict=True):
             if isinstance(before, np.ndarray):
                 unchanged(before, after, name, fn_name)
@@ -239,20 +252,52 @@ class NormTable:
         out = self.run(f, probe)
         out = out if item is None else out[item]
         what = what or f"{self.outputs[item or 0][0]} {probe.label(self.main)}"
+
+        def student(p: Probe) -> Any:
+            res = self.run(f, p)
+            return res if item is None else res[item]
+
         with self._rerun(f, probe, item):
-            check_against(
-                out,
-                self.forward_value(probe, item),
-                what,
-                self.hypotheses(
-                    self.causes if causes is None else causes,
-                    probe,
-                    lambda p: self.forward_value(p, item),
-                ),
-                rtol=rtol,
-                atol=atol,
-                relations=self.relations(probe) if self.relations else (),
-            )
+            try:
+                check_against(
+                    out,
+                    self.forward_value(probe, item),
+                    what,
+                    self.hypotheses(
+                        self.causes if causes is None else causes,
+                        probe,
+                        lambda p: self.forward_value(p, item),
+                    ),
+                    rtol=rtol,
+                    atol=atol,
+                    relations=self.relations(probe) if self.relations else (),
+                )
+            except GradingError as err:
+                self._eps_fixed(err, what, student, lambda p: self.forward_value(p, item), probe)
+                raise
+
+    def _eps_fixed(
+        self, err: GradingError, what: str, student: Callable, reference: Callable, probe: Probe
+    ) -> None:
+        """Raise "eps ignored" when the student's result does not change with eps while the
+        reference's does: an eps fixed inside the function (1e-6, 1e-7 ...) whatever its value,
+        found by behaviour rather than from a list of values."""
+        if "Likely cause" in str(err) or not self.eps_ignored or "eps" not in probe.options:
+            return
+        if not self.diagnosable(probe):
+            return
+        other = probe.replace(eps=probe.eps + 0.5)
+        try:
+            with np.errstate(all="ignore"):
+                same = matches(student(other), student(probe), 1e-12, 1e-14)
+                moves = not matches(reference(other), reference(probe), 1e-9, 1e-12)
+        except Exception:  # noqa: BLE001 - a failing re-run tells nothing
+            return
+        if same and moves:
+            raise GradingError(
+                f"{what} is wrong. Likely cause: {self.eps_ignored} (your result does not "
+                f"change when eps goes from {probe.eps:g} to {other.eps:g})"
+            ) from None
 
     def _rerun(self, f: Callable, probe: Probe, item: int | None):
         if self.affine is None:
@@ -313,14 +358,47 @@ class NormTable:
         for group, causes in self.grad_checks:
             index = [names.index(n) for n in group]
             what = group[0] if len(group) == 1 else f"({', '.join(group)})"
-            check_against(
-                _pick(grads, index),
-                _pick(expected, index),
-                f"{what} {label}",
-                self.hypotheses(causes, probe, lambda p, index=index: _pick(reference(p), index)),
-                rtol=rtol,
-                atol=atol,
-            )
+            try:
+                check_against(
+                    _pick(grads, index),
+                    _pick(expected, index),
+                    f"{what} {label}",
+                    self.hypotheses(
+                        causes, probe, lambda p, index=index: _pick(reference(p), index)
+                    ),
+                    rtol=rtol,
+                    atol=atol,
+                )
+            except GradingError as err:
+                self._eps_fixed(
+                    err,
+                    f"{what} {label}",
+                    lambda p, index=index: _pick(self._grads(b, p), index),
+                    lambda p, index=index: _pick(reference(p), index),
+                    probe,
+                )
+                how = None
+                if group == ("dx",) and "Likely cause" not in str(err):
+                    how = self._describe_dx(probe, grads[index[0]], expected[index[0]])
+                if how is None:
+                    raise
+                intro = "In the terms of dx" if "How it differs" in str(err) else "How it differs"
+                raise GradingError(f"{err} {intro}: {how}.") from None
+
+    def _grads(self, b: Callable, probe: Probe) -> tuple:
+        grads = self.run(b, probe, backward=True)
+        return grads if len(self.grads) > 1 else (grads,)
+
+    def _describe_dx(self, probe: Probe, dx: Any, expected: Any) -> str | None:
+        """A wrong dx in the terms of its formula, on a float64 probe (None: no description)."""
+        if self.dx_layout is None or not self.diagnosable(probe) or "eps" not in probe.options:
+            return None
+        try:
+            to_rows, g, axes, center = self.dx_layout(probe)
+            rows = [to_rows(np.asarray(a, dtype=np.float64)) for a in (dx, expected, probe.x, g)]
+        except Exception:  # noqa: BLE001 - a layout that cannot be made describes nothing
+            return None
+        return describe_dx_difference(*rows, axes, probe.eps, center)
 
 
 def backward_on(table: NormTable, doc: str) -> Callable:

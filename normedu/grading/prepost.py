@@ -21,6 +21,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from normedu.grading.answers import check_answer as _check_answer
 from normedu.grading.answers import check_format
 from normedu.grading.compare import GradingError, call, inline_figures
@@ -183,6 +185,33 @@ def _probe_fns():
     return norm, sub
 
 
+def _wirings(x: Any, sub: Callable, norm: Callable, kind: str) -> list:
+    """Generic relations of a residual block: the output equals another wiring of x, norm and
+    sublayer (one term, a sum of two terms, or norm of such a sum), said as an expression."""
+    atoms = {
+        "x": lambda: x,
+        "norm(x)": lambda: norm(x),
+        "sublayer(x)": lambda: sub(x),
+        "sublayer(norm(x))": lambda: sub(norm(x)),
+        "norm(sublayer(x))": lambda: norm(sub(x)),
+    }
+    names = list(atoms)
+    exprs = dict(atoms)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            exprs[f"{a} + {b}"] = lambda a=a, b=b: atoms[a]() + atoms[b]()
+            exprs[f"norm({a} + {b})"] = lambda a=a, b=b: norm(atoms[a]() + atoms[b]())
+    right = "x + sublayer(norm(x))" if kind == "pre" else "norm(x + sublayer(x))"
+    return [
+        (
+            f"your block computes {e}; the {kind.title()}-Norm block is {right}",
+            lambda t=t: t().numpy(),
+        )
+        for e, t in exprs.items()
+        if e != right
+    ]
+
+
 def _check_block(f: Callable, kind: str) -> None:
     import torch
 
@@ -215,6 +244,7 @@ def _check_block(f: Callable, kind: str) -> None:
         expected.numpy(),
         f"{f.__name__}(x, sublayer, norm)",
         [(m, lambda t=t: t().numpy()) for m, t in hyps],
+        relations=_wirings(x, sub, norm, kind),
     )
     if n_c.calls != 1 or s_c.calls != 1:
         raise GradingError(
@@ -314,11 +344,12 @@ def _check_grads(f: Callable, blocks: list, x: Any, up: Any, label: str) -> None
     except (TypeError, ValueError, RuntimeError) as e:
         raise GradingError(f"{NOT_FLOAT}: {e}") from e
     expected = tuple(_grad_norms(blocks, x, up))
+    # As arrays, so that a difference no cause names is described (a constant factor, ...).
     check_against(
-        values,
-        expected,
+        np.asarray(values),
+        np.asarray(expected),
         f"the gradient norms {label}",
-        _grad_hypotheses(blocks, x, up),
+        [(m, lambda t=t: np.asarray(t())) for m, t in _grad_hypotheses(blocks, x, up)],
         rtol=1e-4,
         atol=1e-7,
         diag_tol=(1e-4, 1e-7),

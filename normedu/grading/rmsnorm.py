@@ -41,6 +41,7 @@ __all__ = [
 
 PARAM = "weight must be a torch.nn.Parameter (self.weight = nn.Parameter(torch.ones(d))) so that the optimizer trains it"  # noqa: E501
 INIT = "weight must start at ones, so that a fresh RMSNorm only normalizes"
+BATCH_AXIS_BACKWARD = "your backward takes its statistic over axis 0 (across the batch); RMSNorm's rms, and so x̂ and the mean in dx, is per row, over the last axis"  # noqa: E501
 
 
 def _rms(p: Probe, axes=-1, **switches) -> np.ndarray:
@@ -62,6 +63,13 @@ def _dx_centered(p: Probe) -> np.ndarray:
     rstd = 1.0 / np.sqrt((p.x * p.x).mean(-1, keepdims=True) + p.eps)
     x_hat, g = p.x * rstd, p.dout * p.gamma
     return rstd * (g - g.mean(-1, keepdims=True) - x_hat * (g * x_hat).mean(-1, keepdims=True))
+
+
+def _dx_split(p: Probe) -> np.ndarray:
+    """g/rms − x̂·mean(g·x̂): the projection term without its 1/rms."""
+    rms = np.sqrt((p.x * p.x).mean(-1, keepdims=True) + p.eps)
+    x_hat, g = p.x / rms, p.dout * p.gamma
+    return g / rms - x_hat * (g * x_hat).mean(-1, keepdims=True)
 
 
 def _lead(p: Probe) -> tuple[int, ...]:
@@ -89,17 +97,22 @@ RMSNORM = NormTable(
         (("dgamma",), param_grad_causes(
             lambda p: _rms(p.replace(gamma=None)), _lead, shift=False,
             uses_x="dγ = Σ dout·x̂ (the normalized input x̂ = x/rms), not dout·x",
-            means="dγ is a sum over every leading axis, not a mean")),
+            means="dγ is a sum over every leading axis, not a mean") + [
+            (BATCH_AXIS_BACKWARD, lambda p: (p.dout * p.x / np.sqrt((p.x * p.x).mean(0, keepdims=True) + p.eps)).sum(_lead(p)))]),
         (("dx",), [
             *switched(_dx, no_var_term="dx treats the RMS as a constant (dx = γ·dout/rms); it depends on x, which adds a term: dx = (1/rms)·(g − x̂·mean(g·x̂)) with g = γ·dout"),
             *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ·dout"),
             ("your dx subtracts mean(g): that term belongs to LayerNorm (it comes from the mean); RMSNorm has no mean, so dx = (1/rms)·(g − x̂·mean(g·x̂))", _dx_centered),
+            ("the projection term of dx is not divided by the RMS: dx = (1/rms)·(g − x̂·mean(g·x̂)), where 1/rms multiplies both terms (with x instead of x̂: g/rms − x·mean(g·x)/rms³)",
+             lambda p: _dx_split(p)),
+            (BATCH_AXIS_BACKWARD, lambda p: normalize_backward(p.dout, p.x, 0, p.gamma, p.eps, center=False)),
         ]),
     ],
     relations=lambda p: norm_relations(p.x, -1, p.gamma, None, p.eps, center=False),
     eps_ignored="the eps argument is not used (or not inside the square root): divide by sqrt(mean(x²) + eps) with the eps you were given",
     affine=("gamma", None),
-    grad_shape_hint="dγ has one value per feature: sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0)",
+    grad_shape_hint="dγ was summed over the wrong axis: it has one value per feature, so sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0), never over the last axis",
+    dx_layout=lambda p: (lambda a: a, p.dout * p.gamma, -1, False),
 )  # fmt: skip
 
 
@@ -132,9 +145,19 @@ def check_forward_shapes(f: Callable) -> None:
 
 
 def check_forward_values(f: Callable) -> None:
-    """2-D and 3-D input against the reference, with the default eps and with eps = 0.3."""
+    """2-D and 3-D input against the reference: the default eps and eps = 0.3, an all-zero
+    row (its output is zeros), D = 1, values around 1e4, float32 input."""
     for probe in (_probe((6, 5), 2), _probe((6, 5), 3, scale=0.3, eps=0.3), _probe((2, 3, 4), 4)):
         RMSNORM.check_forward(f, probe)
+    p = _probe((3, 5), 20)
+    x = p.x.copy()
+    x[1] = 0.0
+    RMSNORM.check_forward(f, p.replace(x=x), what="out with an all-zero row (expected zeros)")
+    RMSNORM.check_forward(f, _probe((4, 1), 21))
+    RMSNORM.check_forward(f, _probe((3, 8), 22, scale=1e4))
+    p = _probe((8, 32), 23)
+    p32 = Probe({k: v.astype(np.float32) for k, v in p.args.items()}, p.options)
+    RMSNORM.check_forward(f, p32, rtol=1e-4, atol=1e-5)
 
 
 check_backward_on = backward_on(
@@ -152,9 +175,11 @@ def check_backward_shapes(b: Callable) -> None:
 
 
 def check_backward_values(b: Callable) -> None:
-    """2-D and 3-D input against central finite differences with a random upstream gradient."""
+    """2-D and 3-D input against central finite differences with a random upstream
+    gradient; then against the reference backward for D = 2 and eps = 0.3."""
     for probe in (_probe((4, 5), 12), _probe((2, 3, 4), 13)):
         RMSNORM.check_backward(b, probe, numeric=True, rtol=1e-5, atol=1e-7)
+    RMSNORM.check_backward(b, _probe((6, 2), 24, eps=0.3), rtol=1e-5, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- the torch module

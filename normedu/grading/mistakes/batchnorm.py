@@ -50,6 +50,25 @@ MISTAKES = [
     _m("batchnorm", _BB, "dgamma and dbeta averaged", "not means",
        ("(dout * x_hat).sum(axis=0)", "(dout * x_hat).mean(axis=0)"),
        ("dout.sum(axis=0)", "dout.mean(axis=0)")),
+    # Bugs seen in published CS231n-style code (issue 30): eval mode, the running variance, ε.
+    _m("batchnorm", _BF, "eval mode drops gamma and beta", "still needs γ and β",
+       ("out = gamma * (x - running_mean) / np.sqrt(running_var + eps) + beta", "out = (x - running_mean) / np.sqrt(running_var + eps)")),
+    _m("batchnorm", _BF, "eval mode leaves eps out", "in eval mode ε is missing",
+       ("np.sqrt(running_var + eps)", "np.sqrt(running_var)")),
+    _m("batchnorm", _BF, "eval mode eps outside the square root", "inside the square root",
+       ("np.sqrt(running_var + eps)", "(np.sqrt(running_var) + eps)")),
+    _m("batchnorm", _BF, "running variance accumulates var + eps", "without ε",
+       ("momentum * var * n / (n - 1)", "momentum * (var * n / (n - 1) + eps)")),
+    _m("batchnorm", _BF, "eps missing in training mode", "eps argument",
+       ("out = gamma * (x - mu) / np.sqrt(var + eps) + beta", "out = gamma * (x - mu) / np.sqrt(var) + beta")),
+    _m("batchnorm", _BF, "eps fixed at 1e-6 in both modes", "eps argument",
+       ("np.sqrt(var + eps)", "np.sqrt(var + 1e-6)"), ("np.sqrt(running_var + eps)", "np.sqrt(running_var + 1e-6)")),
+    _m("batchnorm", _BB, "eps missing in dgamma's x_hat", "ε included",
+       ("dgamma = (dout * x_hat).sum(axis=0)", "dgamma = (dout * (x - mu) / np.sqrt(var)).sum(axis=0)")),
+    _m("batchnorm", _BB, "eps missing in dx's sigma", "depends on ε",
+       ("dx = rstd * (", "dx = (1.0 / np.sqrt(var)) * (")),
+    _m("batchnorm", _BB, "variance term summed instead of averaged (a factor N)", "variance term",
+       ("x_hat * (g * x_hat).mean(axis=0)", "x_hat * (g * x_hat).sum(axis=0)")),
 ]  # fmt: skip
 
 SHORTCUTS = [

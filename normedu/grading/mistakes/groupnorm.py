@@ -54,6 +54,21 @@ MISTAKES = [
        (_GN_DPARAMS, "dgamma = (dout * x_hat.reshape(x.shape)).mean(axis=axes)\n    dbeta = dout.mean(axis=axes)")),  # noqa: E501
     _m("groupnorm", _GB, "backward with the unbiased variance", "unbiased variance",
        (_GN_VAR, "var = xg.var(axis=-1, keepdims=True, ddof=1)")),
+    # Bugs seen in published CS231n-style code (issue 30).
+    _m("groupnorm", _GF, "statistics per spatial position", "per spatial position",
+       ("xg = x.reshape(N, G, -1)", "xg = x.reshape(N, G, C // G, -1)"),
+       (_GN_STATS, "mu = xg.mean(axis=2, keepdims=True)\n    var = ((xg - mu) ** 2).mean(axis=2, keepdims=True)")),
+    _m("groupnorm", _GB, "backward with statistics per spatial position", "per spatial position",
+       ("xg = x.reshape(N, G, -1)", "xg = x.reshape(N, G, C // G, -1)"),
+       (_GN_STATS, "mu = xg.mean(axis=2, keepdims=True)\n    var = ((xg - mu) ** 2).mean(axis=2, keepdims=True)"),
+       ("(dout * gamma.reshape(shape)).reshape(N, G, -1)", "(dout * gamma.reshape(shape)).reshape(N, G, C // G, -1)"),
+       ("g - g.mean(axis=-1, keepdims=True)\n                 - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)",
+        "g - g.mean(axis=2, keepdims=True)\n                 - x_hat * (g * x_hat).mean(axis=2, keepdims=True)")),
+    _m("groupnorm", _GB, "backward normalizes per channel (InstanceNorm)", "InstanceNorm's backward",
+       ("xg = x.reshape(N, G, -1)", "xg = x.reshape(N, C, -1)"),
+       ("(dout * gamma.reshape(shape)).reshape(N, G, -1)", "(dout * gamma.reshape(shape)).reshape(N, C, -1)")),
+    _m("groupnorm", _GB, "backward crashes at G = 1 (squeeze)", "G=1",
+       ("xg = x.reshape(N, G, -1)", "xg = x.reshape(N, G, -1).squeeze()")),
 ]  # fmt: skip
 
 SHORTCUTS = [

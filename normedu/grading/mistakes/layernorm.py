@@ -45,6 +45,16 @@ MISTAKES = [
     _m("layernorm", _LB, "dgamma and dbeta averaged", "not means",
        ("(dout * x_hat).reshape(-1, d).sum(axis=0)", "(dout * x_hat).reshape(-1, d).mean(axis=0)"),  # noqa: E501
        ("dout.reshape(-1, d).sum(axis=0)", "dout.reshape(-1, d).mean(axis=0)")),
+    # Bugs seen in published CS231n-style code (issue 30).
+    _m("layernorm", _LB, "dgamma and dbeta summed over the feature axis (shape (N,))", "summed over the wrong axis",
+       ("dgamma = (dout * x_hat).reshape(-1, d).sum(axis=0)\n    dbeta = dout.reshape(-1, d).sum(axis=0)",
+        "dgamma = (dout * x_hat).sum(axis=-1)\n    dbeta = dout.sum(axis=-1)")),
+    _m("layernorm", _LB, "gamma applied after the row means", "before the row means",
+       ("g = dout * gamma", "g = dout"), ("return dx, dgamma, dbeta", "return dx * gamma, dgamma, dbeta")),
+    _m("layernorm", _LB, "variance term summed instead of averaged (a factor D)", "variance term",
+       ("x_hat * (g * x_hat).mean(axis=-1, keepdims=True)", "x_hat * (g * x_hat).sum(axis=-1, keepdims=True)")),
+    _m("layernorm", _LB, "eps missing in dgamma's x_hat", "ε included",
+       ("dgamma = (dout * x_hat)", "dgamma = (dout * (x - mu) / np.sqrt(var))")),
 ]  # fmt: skip
 
 SHORTCUTS = [

@@ -49,6 +49,12 @@ MISTAKES = [
        ("return self.weight * x * ", "return x * ")),
     _m("rmsnorm", _RM, "module eps outside the square root", "inside the square root",
        (_RMS_T, "1 / (x.pow(2).mean(dim=-1, keepdim=True).sqrt() + self.eps)")),
+    # Bugs seen in published RMSNorm code (issue 30).
+    _m("rmsnorm", _RB, "projection term not divided by the RMS", "not divided by the RMS",
+       ("dx = (g - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / rms", "dx = g / rms - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)")),
+    _m("rmsnorm", _RB, "backward statistic over the batch axis", "axis 0",
+       ("rms = np.sqrt((x ** 2).mean(axis=-1, keepdims=True) + eps)\n    x_hat", "rms = np.sqrt((x ** 2).mean(axis=0, keepdims=True) + eps)\n    x_hat"),
+       ("(g * x_hat).mean(axis=-1, keepdims=True)", "(g * x_hat).mean(axis=0, keepdims=True)")),
 ]  # fmt: skip
 
 SHORTCUTS = [
