@@ -659,3 +659,22 @@ def test_student_environment_holds_what_every_assignment_imports():
         used = checks.imported_modules(course.source_dir(assignment) / f"{assignment}.ipynb")
         outside = used - set(sys.stdlib_module_names) - {"normedu", "torch"} - student
         assert not outside, (assignment, outside)
+
+
+def test_nbgraders_own_autograde_refuses_and_names_the_sandboxed_command(tmp_path):
+    """Formgrader's Autograde button (stock nbgrader autograde, with the course's
+    configuration) would run student code unconfined: it refuses before running anything,
+    and its log names `normedu autograde`."""
+    import shutil as sh
+
+    course = Course(root=tmp_path)
+    cohort.write_demo_assignment(tmp_path)
+    api = course.api()
+    assert api.generate_assignment("demo", force=True)["success"]
+    folder = tmp_path / "submitted" / "jane" / "demo"
+    folder.mkdir(parents=True)
+    sh.copy(tmp_path / "exercises" / "demo" / "demo.ipynb", folder / "demo.ipynb")
+    result = api.autograde("demo", "jane", force=True)
+    assert not result["success"]
+    assert "normedu autograde demo" in result["log"], result["log"][-2000:]
+    assert not (tmp_path / "autograded" / "jane" / "demo" / "demo.ipynb").exists()

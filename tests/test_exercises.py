@@ -233,7 +233,10 @@ def test_stock_nbgrader_feedback_hides_hidden_tests(tmp_path, monkeypatch):
     warnings.filterwarnings("ignore")
     root = tmp_path
     shutil.copytree(REPO / "solutions" / "jacobian", root / "solutions" / "jacobian")
-    api = Course(root=root).api()
+    from normedu.course.nbgrader_bridge import stock_autograde_steps
+
+    # As an instructor who turned the course's refusal off would: nbgrader's own steps.
+    api = Course(root=root).api(Autograde={"autograde_preprocessors": stock_autograde_steps()})
     assert api.generate_assignment("jacobian", force=True)["success"]
     shutil.copy(REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     release = nbformat.read(root / "exercises" / "jacobian" / "jacobian.ipynb", as_version=4)

@@ -155,6 +155,10 @@ class Course:
         # ... and Formgrader's "Generate Feedback" (and stock `nbgrader generate_feedback`)
         # finish each page as `normedu feedback` does: status box, offline math.
         c.GenerateFeedback.post_convert_hook = FEEDBACK_HOOK
+        # Formgrader's "Autograde" button (and stock `nbgrader autograde`) would run student
+        # code unconfined on this server: they refuse and name `normedu autograde`, which sets
+        # its own steps (the sandboxed worker's notebook replayed into nbgrader).
+        c.Autograde.autograde_preprocessors = [REFUSE_UNSANDBOXED]
         for section, values in sections.items():
             for key, value in values.items():
                 setattr(c[section], key, value)
@@ -186,6 +190,9 @@ FEEDBACK_PREPROCESSORS = (
 
 #: Run by nbgrader after each student's feedback pages (an import path: stays light).
 FEEDBACK_HOOK = "normedu.course.feedback.formgrader_hook"
+
+#: The only step of nbgrader's own autograde in this course: a refusal that names the command.
+REFUSE_UNSANDBOXED = "normedu.course.nbgrader_bridge.RefuseUnsandboxed"
 
 
 def find_root(start: Path) -> Path:

@@ -22,6 +22,7 @@ from .cohort import DEFAULT_MIX, write_cohort, write_demo_assignment
 from .collect import collect
 from .config import Course
 from .export import to_csv
+from .nbgrader_bridge import stock_autograde_steps
 from .release import release
 
 
@@ -104,7 +105,12 @@ def stock_nbgrader_seconds(course: Course, assignment: str, cell_timeout: float)
 
     silence_nbgrader_warnings()
     ensure_alembic()
-    api = course.api(Execute={"timeout": int(cell_timeout)})
+    # nbgrader's own steps, which the course configuration replaces by a refusal (the
+    # baseline is what stock nbgrader would do without this course).
+    api = course.api(
+        Execute={"timeout": int(cell_timeout)},
+        Autograde={"autograde_preprocessors": stock_autograde_steps()},
+    )
     t0 = time.perf_counter()
     with temp_attrs(api.coursedir, assignment_id=assignment, student_id="*"):
         app = Autograde(coursedir=api.coursedir, parent=api)

@@ -91,6 +91,30 @@ class StudentTracebacks(NbGraderPreprocessor):
         return cell, resources
 
 
+def stock_autograde_steps() -> list:
+    """nbgrader's own autograde steps (its default), which the course configuration replaces
+    by :class:`RefuseUnsandboxed`: for a baseline or a test that means stock nbgrader."""
+    from nbgrader.converters import Autograde
+
+    return Autograde.class_traits()["autograde_preprocessors"].default()
+
+
+class RefuseUnsandboxed(NbGraderPreprocessor):
+    """The course configuration's only step of nbgrader's own autograde (Formgrader's
+    *Autograde* button, stock ``nbgrader autograde``): it stops before any student code runs,
+    with a message that names the command that grades in the sandbox."""
+
+    def preprocess(self, nb, resources):
+        meta = resources.get("nbgrader", {})
+        raise RuntimeError(
+            "This course grades with `normedu autograde "
+            f"{meta.get('assignment', 'ASSIGNMENT')}` (run it from the course folder): it runs "
+            "each submission in a sandbox, checks for tampering and records a status. "
+            "Formgrader's Autograde button and stock `nbgrader autograde` would run student "
+            "code unconfined on this server, so this course turns them off."
+        )
+
+
 class ReplayExecute(NbGraderPreprocessor):
     """nbgrader's ``Execute`` step, replaced: take the notebook that the sandboxed worker
     executed for this student (``<executed_root>/<student>/<nb>.ipynb``)."""
