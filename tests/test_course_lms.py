@@ -226,6 +226,9 @@ def _executed(cells: list[tuple[str, str]]):
             nb.cells.append(cell)
     finally:
         shell._showtraceback = original
+        # A shell left behind makes get_ipython() answer in later tests of this process.
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
     return nb
 
 
