@@ -91,10 +91,19 @@ async () => {
   const beyond = [];
   if (pageWidth > innerWidth) {
     const past = (e) => e.getBoundingClientRect().right > innerWidth + 1;
+    // Inside a box that scrolls or clips (a display formula, a table's scroll container) an
+    // element past the edge does not widen the page.
+    const contained = (e) => {
+      for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+        if (getComputedStyle(a).overflowX !== 'visible') return true;
+      }
+      return false;
+    };
     for (const e of all) {
-      // The innermost elements past the edge: their text or box is what sticks out.
-      if (past(e) && ![...e.children].some(past)) beyond.push(
-        `${what(e)}: right edge at ${Math.round(e.getBoundingClientRect().right)}px`);
+      // The innermost elements past the edge, with their parent (an inline element's block).
+      if (past(e) && ![...e.children].some(past) && !contained(e)) beyond.push(
+        `${what(e)} in ${what(e.parentElement)}: right edge at ` +
+        `${Math.round(e.getBoundingClientRect().right)}px`);
     }
   }
   return {pageWidth, viewportWidth: innerWidth, cut, beyond: beyond.slice(0, 8)};
