@@ -37,6 +37,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 INSTALL_HINT = (
     "install the Debian package chromium (apt-get install -y chromium) to run the browser tests"
 )
+#: The desktop window every page is loaded in.
+VIEWPORT = {"width": 1280, "height": 900}
 #: Flags from the project NOTES: no sandbox (containers), and none of Chromium's own background
 #: traffic (component updates, sync, QUIC probes) so that any outside request is the page's.
 CHROMIUM_ARGS = [
@@ -210,7 +212,7 @@ def launch_context(playwright, user_data_dir: Path, *, dark: bool = False, dead_
         executable_path=str(CHROMIUM),
         headless=True,
         args=CHROMIUM_ARGS,
-        viewport={"width": 1280, "height": 900},
+        viewport=VIEWPORT,
         color_scheme="dark" if dark else "light",
         service_workers="block",
         **extra,

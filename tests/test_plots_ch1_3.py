@@ -232,6 +232,10 @@ def test_animation_html_is_offline_and_has_every_frame():
     assert html.count("data:image/png;base64") == 1 + 4 * 2
     assert "Animation" in html and "first" in html.lower()
     assert re.search(r'<img alt="Animated bar chart[^"]*" id=', html)  # alt text for readers
+    # Every control has a name for screen readers: the buttons carry matplotlib's aria-label,
+    # the slider ours.
+    sliders = re.findall(r"<input [^>]*anim-slider[^>]*>", html)
+    assert len(sliders) == 1 and 'aria-label="Animation frame"' in sliders[0]
 
 
 def test_strip_external_links():

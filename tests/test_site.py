@@ -6,7 +6,10 @@ per page and concern, so a failure names the page and the problem. The light the
 page) and the dark theme (one page of each kind: it is one stylesheet) are checked from the
 colours the browser computed; with ``NORMEDU_SCREENSHOTS=1`` every page is also photographed
 in both themes into ``_build/screenshots/`` for a person to look at (and the pictures are
-checked not blank).
+checked not blank). On the same visit, axe-core audits every page against WCAG 2.1 A and AA
+(every rule in the light theme, the colour rules again in the dark one) and the page is laid
+out at a phone's 375 px to check that nothing scrolls sideways or is cut off
+(``site_a11y.py``).
 
 Without ``/usr/bin/chromium`` these tests skip (under ``CI=true`` they fail). During
 development, point them at your own build with ``NORMEDU_SITE_DIR=/tmp/<you>-build``.
@@ -24,8 +27,18 @@ from pathlib import Path
 from urllib.parse import urljoin
 
 import pytest
+from site_a11y import (
+    COLOUR_RULES,
+    CSSOM_RULE,
+    NARROW,
+    failures,
+    reflow,
+    reflow_problems,
+    run_axe,
+)
 from site_helpers import (
     REPO,
+    VIEWPORT,
     book_config,
     dead_port,
     is_exercise_page,
@@ -120,9 +133,10 @@ COLOURS_JS = """
 #: Screenshots are for a person to look at; no test needs them, so they cost time only on request.
 SCREENSHOTS = os.environ.get("NORMEDU_SCREENSHOTS", "") not in ("", "0")
 
-#: Pages visited in the dark theme too: the theme's colours are the same stylesheet on every
-#: page, so one page of each kind proves them (the root page, the first notebook page after
-#: it, the first exercise page); with screenshots, every page, for the person who looks.
+#: Pages whose dark-theme colours are read (every page is switched to the dark theme for axe's
+#: colour rules): the theme's colours are the same stylesheet on every page, so one page of
+#: each kind proves them (the root page, the first notebook page after it, the first exercise
+#: page); with screenshots, every page, for the person who looks.
 DARK_PAGES = (
     PAGES
     if SCREENSHOTS
@@ -146,6 +160,8 @@ class PageVisit:
     probe: dict = field(default_factory=dict)
     animation_steps: list[tuple[str, str]] = field(default_factory=list)
     colours: dict[str, dict] = field(default_factory=dict)  # theme -> COLOURS_JS result
+    axe: dict[str, list[dict]] = field(default_factory=dict)  # theme -> site_a11y.run_axe
+    narrow: dict = field(default_factory=dict)  # site_a11y.reflow at 375 px
     screenshots: dict[str, Path] = field(default_factory=dict)  # only with NORMEDU_SCREENSHOTS
 
 
@@ -222,17 +238,23 @@ def _visit(tab: ReaderTab, base: str, docname: str, shots: Path) -> PageVisit:
         anim.locator('button[title="Next frame"]').click()
         after = img.get_attribute("src") or ""
         visit.animation_steps.append((before[-40:], after[-40:]))
+    visit.axe["light"] = run_axe(page)
 
-    if docname not in DARK_PAGES:
-        return visit
     # The theme follows the system preference ("auto"): switch it like a reader's OS would.
     page.emulate_media(color_scheme="dark")
     page.wait_for_function("document.documentElement.dataset.theme === 'dark'")
     page.wait_for_timeout(150)  # let CSS transitions finish before reading colours
-    visit.colours["dark"] = page.evaluate(COLOURS_JS)
-    if SCREENSHOTS:
-        visit.screenshots["dark"] = shots / f"{slug}-dark.jpg"
-        page.screenshot(path=visit.screenshots["dark"], **SHOT)
+    # Only the colours differ between the themes: the colour rules on every page.
+    visit.axe["dark"] = run_axe(page, COLOUR_RULES)
+    if docname in DARK_PAGES:
+        visit.colours["dark"] = page.evaluate(COLOURS_JS)
+        if SCREENSHOTS:
+            visit.screenshots["dark"] = shots / f"{slug}-dark.jpg"
+            page.screenshot(path=visit.screenshots["dark"], **SHOT)
+
+    page.set_viewport_size(NARROW)
+    visit.narrow = reflow(page)
+    page.set_viewport_size(VIEWPORT)
     return visit
 
 
@@ -567,3 +589,66 @@ def test_nothing_overflows_the_page(visits, docname):
         f"{docname}: the page scrolls sideways ({p['pageWidth']}px > {p['viewportWidth']}px)"
     )
     assert not p["wideTables"], f"{docname}: {p['wideTables']} tables stick out of the text"
+
+
+# --------------------------------------------------------------------------------------------
+# Accessibility: axe-core and reflow on a phone
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_axe_finds_nothing_serious(visits, docname):
+    """WCAG 2.1 A and AA by axe-core: no critical or serious violation, every rule in the light
+    theme and the colour rules (contrast) in the dark one."""
+    found = [
+        f"{theme} theme: {line}"
+        for theme, violations in visits[docname].axe.items()
+        for line in failures(violations)
+    ]
+    assert not found, f"{docname}: axe-core finds\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_page_reflows_on_a_phone(visits, docname):
+    """At 375 px nothing scrolls the page sideways and nothing is cut off (WCAG 1.4.10)."""
+    problems = reflow_problems(visits[docname].narrow)
+    assert not problems, f"{docname} at {NARROW['width']}px:\n" + "\n".join(problems)
+
+
+def test_css_allows_both_orientations(browser, reader):
+    """axe's one rule that reads the stylesheets' text, on one page (the site's CSS is the same
+    on every page); the 404 of axe's own stylesheet fetch (site_a11y.run_axe) is not the page's."""
+    _, base, _ = browser
+    reader.page.goto(_doc_url(base, PAGES[0]))
+    found = failures(run_axe(reader.page, (CSSOM_RULE,), preload=True))
+    assert not found, "\n".join(found)
+
+
+#: A page with one of each fault the two checks above look for.
+FAULTY_PAGE = """<!DOCTYPE html><html lang="en"><head><title>faults</title></head><body><main>
+<h1>Faults</h1>
+<details><summary></summary><p>a toggle without a name</p></details>
+<input type="range">
+<p style="color: #999; background: #fff">grey on white</p>
+<p style="width: 200px">inline <span id="clipped" style="display: inline-block; max-width: 100%;
+  overflow: hidden; white-space: nowrap">a formula wider than its column, clipped</span></p>
+<p><code>an_identifier_that_is_far_too_long_for_a_phone_screen_and_never_breaks</code></p>
+</main></body></html>"""
+
+
+def test_accessibility_checks_can_fail(reader):
+    """The axe and reflow checks catch a fault of each kind they are meant for."""
+    page = reader.page
+    page.set_content(FAULTY_PAGE)
+    found = failures(run_axe(page))
+    page.emulate_media(color_scheme="dark")
+    dark = "\n".join(failures(run_axe(page, COLOUR_RULES)))
+    page.emulate_media(color_scheme="light")
+    page.set_viewport_size(NARROW)
+    problems = reflow_problems(reflow(page))
+    page.set_viewport_size(VIEWPORT)
+    for rule, element in [("summary-name", "summary"), ("label", "input"), ("color-contrast", "p")]:
+        assert any(f.startswith(f"{rule} (") and f": <{element}" in f for f in found), found
+    assert "color-contrast (" in dark and "link-in-text-block" not in dark, dark
+    assert problems[0].startswith("the page scrolls sideways") and "<code>" in problems[0]
+    assert any('<span#clipped> "a formula' in p for p in problems[1:]), problems

@@ -151,9 +151,9 @@ def layernorm_animation(
 
     ``matplotlib.animation`` renders :func:`layernorm_frames`; ``to_jshtml`` embeds the frames
     with play / step / reset (first frame) buttons that work on a static page. Returns the HTML
-    string with CDN ``<link>`` tags removed and ``alt`` as the alt text of the frame image (a
-    screen reader would otherwise read nothing, or the image's id). Display with
-    ``IPython.display.HTML``.
+    string with CDN ``<link>`` tags removed, ``alt`` as the alt text of the frame image (a
+    screen reader would otherwise read nothing, or the image's id) and a name for the frame
+    slider. Display with ``IPython.display.HTML``.
     """
     import matplotlib.pyplot as plt
     from matplotlib.animation import FuncAnimation
@@ -189,6 +189,11 @@ def layernorm_animation(
         anim = FuncAnimation(fig, update, frames=len(frames), interval=350, blit=False)
         html = anim.to_jshtml(default_mode="once")
     html = re.sub(r"<img id=", lambda _: f'<img alt="{escape(alt)}" id=', html, count=1)
+    # The frame slider has no <label> in matplotlib's template: name it, or a screen reader
+    # announces an unnamed slider (axe rule "label", critical).
+    html = re.sub(
+        r'<input (?=[^>]*class="anim-slider")', '<input aria-label="Animation frame" ', html
+    )
     return strip_external_links(html)
 
 

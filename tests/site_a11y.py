@@ -1,0 +1,128 @@
+"""Accessibility checks for the browser tests (``test_site.py``): axe-core and reflow at 375 px.
+
+- :func:`run_axe` runs axe-core in the page. axe-core comes from the Python package
+  ``axe-playwright-python`` (its bundled ``axe.min.js``, injected into the page: no CDN); the
+  rules are WCAG 2.0 and 2.1, levels A and AA (:data:`AXE_TAGS`), or just the rules named.
+- :func:`failures` turns axe's critical and serious violations into one line per element,
+  naming the rule, what it asks, and the element (CSS selector and a snippet of its HTML).
+- :func:`reflow` reads, at the tab's current size, whether the page scrolls sideways (and which
+  elements stick out past the right edge) and which elements cut their content off: an element
+  that clips (``overflow-x: hidden`` or ``clip``) content wider than itself, as the theme did
+  with inline formulas. WCAG 1.4.10 asks for no sideways scrolling at 320 CSS px.
+"""
+
+from __future__ import annotations
+
+#: axe-core tags: WCAG 2.0 and 2.1, levels A and AA.
+AXE_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa")
+#: The rules whose result depends on the theme's colours: run again in the dark theme.
+COLOUR_RULES = ("color-contrast", "link-in-text-block")
+#: The rule that needs the stylesheets' text (WCAG 1.3.4: no CSS locks the orientation).
+CSSOM_RULE = "css-orientation-lock"
+#: Impacts that fail a test; "moderate" and "minor" findings are reported by axe but pass.
+FAILING_IMPACTS = ("critical", "serious")
+#: A phone held upright (WCAG's reflow width is 320 CSS px; 375 is the common phone width).
+NARROW = {"width": 375, "height": 800}
+
+_RUN_AXE_JS = """
+async (options) => {
+  const result = await axe.run(document, options);
+  return result.violations.map(v => ({
+    id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.map(n => ({target: n.target.join(' '), html: n.html.slice(0, 160)})),
+  }));
+}
+"""
+
+
+def run_axe(page, rules: tuple[str, ...] = (), *, preload: bool = False) -> list[dict]:
+    """axe-core's violations on the page now: ``[{id, impact, help, nodes: [{target, html}]}]``.
+
+    ``rules``: run only these rules; by default every rule tagged :data:`AXE_TAGS`. Only
+    violations are returned (axe's passes would double the data sent back for nothing).
+
+    ``preload``: let axe fetch every stylesheet again for the one rule that reads the CSS text
+    (:data:`CSSOM_RULE`). Off by default: axe puts each fetched sheet back into the page as a
+    ``<style>``, so the theme's ``@import "../basic.css"`` (in ``_static/styles/theme.css``)
+    then resolves against the page, and the 404 it earns would count as the page's own failed
+    request. The site's CSS is the same on every page: one page checks it
+    (``test_css_allows_both_orientations``).
+    """
+    from axe_playwright_python.base import AXE_SCRIPT
+
+    if not page.evaluate("() => typeof window.axe === 'object'"):
+        page.evaluate(AXE_SCRIPT)
+    only = {"type": "rule", "values": list(rules)} if rules else {"type": "tag", "values": AXE_TAGS}
+    options = {"runOnly": only, "resultTypes": ["violations"], "preload": preload}
+    return page.evaluate(_RUN_AXE_JS, options)
+
+
+def failures(violations: list[dict]) -> list[str]:
+    """One line per element of each critical or serious violation."""
+    return [
+        f"{v['id']} ({v['impact']}: {v['help']}) at {n['target']}: {n['html']}"
+        for v in violations
+        if v["impact"] in FAILING_IMPACTS
+        for n in v["nodes"]
+    ]
+
+
+_REFLOW_JS = """
+async () => {
+  // The new viewport size is laid out by the next frame.
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const what = (e) => {
+    const cls = [...e.classList].slice(0, 2).map(c => '.' + c).join('');
+    const text = (e.textContent || '').replace(/\\s+/g, ' ').trim().slice(0, 60);
+    return `<${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}${cls}> "${text}"`;
+  };
+  const all = [...document.body.querySelectorAll('*')];
+  const cut = [];
+  for (const e of all) {
+    if (e.scrollWidth <= e.clientWidth + 1 || e.clientWidth === 0) continue;
+    // MathJax's glyph parts clip on purpose (stretchy delimiters are drawn that way).
+    if (e.closest('mjx-container')) continue;
+    const style = getComputedStyle(e);
+    // Visually hidden text for screen readers is clipped to nothing on purpose.
+    if (!['hidden', 'clip'].includes(style.overflowX) || style.clip !== 'auto') continue;
+    cut.push(`${what(e)}: ${e.scrollWidth}px of content in ${e.clientWidth}px`);
+  }
+  const pageWidth = document.scrollingElement.scrollWidth;
+  const beyond = [];
+  if (pageWidth > innerWidth) {
+    const past = (e) => e.getBoundingClientRect().right > innerWidth + 1;
+    // Inside a box that scrolls or clips (a display formula, a table's scroll container) an
+    // element past the edge does not widen the page.
+    const contained = (e) => {
+      for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+        if (getComputedStyle(a).overflowX !== 'visible') return true;
+      }
+      return false;
+    };
+    for (const e of all) {
+      // The innermost elements past the edge, with their parent (an inline element's block).
+      if (past(e) && ![...e.children].some(past) && !contained(e)) beyond.push(
+        `${what(e)} in ${what(e.parentElement)}: right edge at ` +
+        `${Math.round(e.getBoundingClientRect().right)}px`);
+    }
+  }
+  return {pageWidth, viewportWidth: innerWidth, cut, beyond: beyond.slice(0, 8)};
+}
+"""
+
+
+def reflow(page) -> dict:
+    """``{pageWidth, viewportWidth, cut: [...], beyond: [...]}`` at the tab's current size."""
+    return page.evaluate(_REFLOW_JS)
+
+
+def reflow_problems(result: dict) -> list[str]:
+    """What :func:`reflow` found wrong, one line each (empty when the page reflows)."""
+    problems = [f"cut off: {c}" for c in result["cut"]]
+    if result["pageWidth"] > result["viewportWidth"]:
+        problems.insert(
+            0,
+            f"the page scrolls sideways ({result['pageWidth']}px > {result['viewportWidth']}px); "
+            "past the edge: " + "; ".join(result["beyond"]),
+        )
+    return problems
