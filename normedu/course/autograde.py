@@ -98,6 +98,8 @@ class Limits:
     wall_timeout: float = WALL_TIMEOUT_S
     memory_mb: int = MEMORY_MB
     landlock: str = "auto"
+    #: kernels keep the machine's network (no network namespace of their own)
+    allow_network: bool = False
 
     def __post_init__(self):
         if self.landlock not in ("auto", "on", "off"):
@@ -128,6 +130,12 @@ class _Run:
 
 def _verdict(course: Course, assignment: str, job: Job, result: dict, report) -> st.Verdict:
     notes = list(job.notes) + list(job.tampered)
+    if result.get("interference"):
+        notes.append(
+            f"test cell(s) {', '.join(result['interference'])} passed in the notebook's own run "
+            "but failed the grader's check: code in the submission seems to interfere with "
+            "how test cells run (graded by the grader's check)"
+        )
     if result.get("reason"):
         notes.append(result["reason"])
     if result.get("timeout_cells"):
@@ -157,11 +165,13 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
         job.student,
         assignment,
         status,
-        tampered=bool(job.tampered),
+        tampered=bool(job.tampered or result.get("interference")),
         notes=notes,
         sha256=job.sha256,
         seconds=float(result.get("wall_s", 0.0)),
-        sandbox=report.sandbox if result.get("landlock") else sandbox_description("off"),
+        sandbox=report.sandbox
+        if result.get("landlock")
+        else sandbox_description("off", job.spec.get("network", False)),
     )
 
 
@@ -184,13 +194,39 @@ def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
     return ()
 
 
-def sandbox_description(landlock: str = "auto") -> str:
-    from .sandbox import landlock_abi
+def trusted_tests(course: Course, assignment: str, notebook: str, expected) -> dict | None:
+    """``{grade_id: source}`` of the test cells whose checks run on the trusted side
+    (:mod:`.trusted`), from the gradebook (``expected``): every test cell of an assignment
+    whose notebook does not import torch. None for the others (prepost, rmsnorm, syncbn,
+    drift): their checks take torch modules and tensors, which do not cross as plain values,
+    and the kernel's own test-cell outputs still decide there."""
+    for folder in (course.source_dir(assignment), course.release_dir(assignment)):
+        path = folder / f"{notebook}.ipynb"
+        if path.exists():
+            if "torch" in imported_modules(path):
+                return None
+            break
+    return {c.grade_id: c.source for c in expected if c.is_test and c.cell_type == "code"}
+
+
+def sandbox_description(landlock: str = "auto", allow_network: bool = False) -> str:
+    from .sandbox import SIGNAL_SCOPE_ABI, landlock_abi
 
     abi = landlock_abi()
+    network = " + network namespace" if not allow_network else " (network allowed)"
     if landlock != "off" and abi > 0:
-        return f"working copy + rlimits + Landlock ABI {abi}"
-    return "working copy + rlimits (no Landlock: absolute paths are not blocked)"
+        signals = (
+            ", no signals out"
+            if abi >= SIGNAL_SCOPE_ABI
+            else " (ABI < 6: signals to grading processes are not blocked)"
+        )
+        return f"working copy + rlimits + Landlock ABI {abi}{signals}{network}"
+    return "working copy + rlimits (no Landlock: absolute paths are not blocked)" + network
+
+
+class NetworkIsolationError(ValueError):
+    """The system gives a kernel no network namespace of its own, and the instructor did not
+    pass ``allow_network``."""
 
 
 def autograde(
@@ -204,6 +240,7 @@ def autograde(
     wall_timeout: float = WALL_TIMEOUT_S,
     memory_mb: int = MEMORY_MB,
     landlock: str = "auto",
+    allow_network: bool = False,
     progress: bool = False,
 ) -> AutogradeReport:
     """Grade the submissions of ``assignment`` in ``submitted/`` (see the module docstring).
@@ -211,9 +248,20 @@ def autograde(
     ``jobs``: worker processes (default ``os.cpu_count()``); ``students``: only these;
     ``force``: re-grade even unchanged submissions; ``cell_timeout``/``wall_timeout``: seconds
     per cell / per submission; ``memory_mb``: the kernel's address-space cap (0: none);
-    ``landlock``: ``auto`` (use it when available), ``on`` (required) or ``off``.
+    ``landlock``: ``auto`` (use it when available), ``on`` (required) or ``off``;
+    ``allow_network``: grade even where kernels cannot get a network namespace of their own
+    (otherwise :class:`NetworkIsolationError`, before anything runs).
     """
-    limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock)
+    limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock, allow_network)
+    if not allow_network:
+        from .sandbox import network_isolation_available
+
+        why = network_isolation_available()
+        if why:
+            raise NetworkIsolationError(
+                f"cannot cut student code off the network here ({why}); grade in a container "
+                "with --network none, or pass --allow-network to grade without that isolation"
+            )
     jobs = jobs or os.cpu_count() or 1
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
@@ -240,7 +288,9 @@ def autograde(
     # that crashes leaves the real gradebook as it was.
     base = Path(tempfile.mkdtemp(prefix="normedu-grade-"))
     work = replace(course, db_file=base / "gradebook.db")
-    report = AutogradeReport(assignment, jobs=jobs, sandbox=sandbox_description(landlock))
+    report = AutogradeReport(
+        assignment, jobs=jobs, sandbox=sandbox_description(landlock, allow_network)
+    )
     run = _Run(course, work, assignment, notebook, base, limits, jobs, force, progress, report, t0)
     try:
         with gradebook.working_copy(course.db_path, work.db_path):
@@ -279,12 +329,14 @@ class _Stages:
         self.others = gradebook.other_assignments(course, assignment)
         self.collected = load_collect_record(course, assignment)
         self.executed_root = run.base / "executed"
+        self.tests = trusted_tests(course, assignment, notebook, self.expected)
         #: The kernel fields of every job: the workers start their first kernel from them.
         self.kernel = {
             "memory_mb": run.limits.memory_mb,
             "threads": max(1, (os.cpu_count() or 1) // run.jobs),
             "landlock": run.limits.landlock,
             "preload": list(preloads(course, assignment, notebook)),
+            "network": run.limits.allow_network,
         }
 
     def prepare(self, student: str, path: Path, sha: str, long: bool = False) -> Job | None:
@@ -327,6 +379,7 @@ class _Stages:
             "result": str(job_dir / "result.json"),
             "cell_timeout": run.limits.cell_timeout,
             "wall_timeout": run.limits.wall_timeout,
+            "tests": self.tests,
             **self.kernel,
         }
         return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected), long)

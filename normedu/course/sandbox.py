@@ -42,12 +42,26 @@ _MAKE_SYM, _REFER, _TRUNCATE = 1 << 12, 1 << 13, 1 << 14
 _READ = _EXECUTE | _READ_FILE | _READ_DIR
 _FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+# Landlock ABI 4: TCP bind/connect rights; ABI 6: scopes (what a domain may reach outside).
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+#: Landlock ABI from which a kernel cannot signal any process outside its own sandbox.
+SIGNAL_SCOPE_ABI = 6
+_CLONE_NEWNET, _CLONE_NEWUSER = 0x40000000, 0x10000000
 
 #: The thread counts of the BLAS/OpenMP libraries: read once, when a library loads.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 #: Environment variables passed through to the kernel; everything else is dropped.
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "JPY_PARENT_PID", "JPY_SESSION_NAME", "TZ")
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneath(ctypes.Structure):
@@ -104,8 +118,15 @@ def _apply_landlock(workdir: str, readable: list[str]) -> None:
     if abi >= 3:
         handled |= _TRUNCATE
     libc = _libc()
-    attr = ctypes.c_uint64(handled)
-    fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(8), 0)
+    # ABI 6+: no signal to any process outside this sandbox (its worker, its zygote, the
+    # grading run: kill(-1) included) and no connection to an abstract Unix socket outside
+    # it. The network's own isolation is the namespace of isolate_network().
+    attr = _RulesetAttr(handled, 0, 0)
+    size = 8
+    if abi >= SIGNAL_SCOPE_ABI:
+        attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
+        size = ctypes.sizeof(_RulesetAttr)
+    fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
 
@@ -132,6 +153,68 @@ def _apply_landlock(workdir: str, readable: list[str]) -> None:
     if libc.syscall(_SYS_RESTRICT_SELF, fd, 0) != 0:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     os.close(fd)
+
+
+def _loopback_up() -> None:
+    """Bring up ``lo`` in this (new) network namespace: the kernel's own private 127.0.0.1,
+    for code that talks to itself (torch.distributed's gloo in the syncbn checks)."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        req = struct.pack("16sh", b"lo", 0)
+        flags = struct.unpack("16sh", fcntl.ioctl(sock, siocgifflags, req))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sh", b"lo", flags | iff_up))
+
+
+def isolate_network() -> None:
+    """Move THIS process into a new, empty network namespace: no interface but its own
+    loopback, so no connection to the internet, to this machine's 127.0.0.1 or to any other
+    machine. As root directly; otherwise inside a new user namespace that maps the user to
+    itself (``unshare --user -n``). Raises ``OSError`` when the operating system refuses."""
+    if not sys.platform.startswith("linux"):
+        raise OSError("network namespaces exist only on Linux")
+    libc = _libc()
+    if libc.unshare(_CLONE_NEWNET) != 0:
+        uid, gid = os.getuid(), os.getgid()
+        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"unshare(CLONE_NEWNET) refused: {os.strerror(err)}")
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"{uid} {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"{gid} {gid} 1")
+    try:
+        _loopback_up()
+    except OSError:
+        pass  # no loopback: still no network, only code that talks to itself fails
+
+
+def network_isolation_available() -> str | None:
+    """None when :func:`isolate_network` works here, else why not (tried in a forked child,
+    so that this process keeps its network)."""
+    if not sys.platform.startswith("linux"):
+        return "network namespaces exist only on Linux"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(r)
+        message = b""
+        try:
+            isolate_network()
+        except OSError as exc:
+            message = str(exc).encode()[:500]
+        os.write(w, message)
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        message = f.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return message or None
 
 
 def kernel_env(workdir: str, threads: int) -> dict[str, str]:
@@ -175,11 +258,14 @@ def confine(
     threads: int = 1,
     landlock: str = "auto",
     readable: list[str] | tuple[str, ...] = (),
+    network: bool = True,
 ) -> dict[str, str]:
     """Confine THIS process (see the module docstring) and return the kernel's environment.
 
     Called by :func:`main` just before it ``exec``s the kernel, and by a forked kernel of
     :mod:`.zygote` before it starts. ``readable``: extra read-only paths (the connection file).
+    ``network``: False puts the kernel in a network namespace of its own
+    (:func:`isolate_network`); where the system refuses, the kernel does not start.
     """
     workdir = os.path.realpath(workdir)
     os.chdir(workdir)
@@ -193,6 +279,12 @@ def confine(
     fsize = fsize_mb * 2**20
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if not network:
+        try:
+            isolate_network()
+        except OSError as exc:
+            raise SystemExit(f"sandbox: no network isolation: {exc}") from exc
+        die_with_parent()  # a new user namespace changes credentials, which clears it
     if landlock != "off":
         try:
             _apply_landlock(workdir, read_only_paths() + list(readable))
@@ -209,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fsize-mb", type=int, default=64, help="largest file the kernel writes")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--landlock", choices=("auto", "on", "off"), default="auto")
+    parser.add_argument("--allow-network", action="store_true", help="no network namespace")
     parser.add_argument("--readable", action="append", default=[], help="extra read-only path")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -221,6 +314,7 @@ def main(argv: list[str] | None = None) -> None:
         fsize_mb=args.fsize_mb,
         threads=args.threads,
         landlock=args.landlock,
+        network=args.allow_network,
         readable=args.readable + connection_files(command),
     )
     os.execve(command[0], command, env)
@@ -229,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
 # -- the kernel manager ---------------------------------------------------------------------
 def _kernel_manager_class():
     from jupyter_client.manager import AsyncKernelManager
-    from traitlets import Any, Int, List, Unicode
+    from traitlets import Any, Bool, Int, List, Unicode
 
     class SandboxKernelManager(AsyncKernelManager):
         """An ``AsyncKernelManager`` that starts the kernel through :func:`main`, or, given a
@@ -240,6 +334,7 @@ def _kernel_manager_class():
         sandbox_memory_mb = Int(0).tag(config=True)
         sandbox_threads = Int(1).tag(config=True)
         sandbox_landlock = Unicode("auto").tag(config=True)
+        sandbox_network = Bool(False).tag(config=True)
         sandbox_readable = List(Unicode()).tag(config=True)
         sandbox_zygote = Any(None, allow_none=True)
 
@@ -251,6 +346,7 @@ def _kernel_manager_class():
                 "memory_mb": self.sandbox_memory_mb,
                 "threads": self.sandbox_threads,
                 "landlock": self.sandbox_landlock,
+                "network": self.sandbox_network,
                 "readable": list(self.sandbox_readable),
             }
             # Without a zygote (or with one that died): through the wrapper, confined the same.
@@ -270,6 +366,8 @@ def _kernel_manager_class():
                 "--threads", str(self.sandbox_threads),
                 "--landlock", self.sandbox_landlock,
             ]  # fmt: skip
+            if self.sandbox_network:
+                wrapper.append("--allow-network")
             for path in self.sandbox_readable:
                 wrapper += ["--readable", path]
             return [*wrapper, "--", *cmd]
