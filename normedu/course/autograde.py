@@ -54,6 +54,7 @@ from .checks import (
 )
 from .collect import load_collect_record
 from .config import Course, ensure_alembic, silence_nbgrader_warnings, student_sort_key
+from .forged import forged_metadata, rebuild
 from .pool import Job, Pool
 from .release import register
 
@@ -192,6 +193,10 @@ def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
             imported = imported_modules(path)
             return tuple(m for top, ms in PRELOADABLE.items() if top in imported for m in ms)
     return ()
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
 def trusted_tests(course: Course, assignment: str, notebook: str, expected) -> dict | None:
@@ -339,6 +344,15 @@ class _Stages:
             "network": run.limits.allow_network,
         }
 
+    def release_notebook(self):
+        """The released notebook (None where ``exercises/`` lacks it), read once."""
+        if not hasattr(self, "_release_nb"):
+            import nbformat
+
+            path = self.run.course.release_dir(self.run.assignment) / f"{self.run.notebook}.ipynb"
+            self._release_nb = nbformat.read(path, as_version=4) if path.exists() else None
+        return self._release_nb
+
     def prepare(self, student: str, path: Path, sha: str, long: bool = False) -> Job | None:
         """Check and sanitize one submission: a job to run, or None (verdict recorded)."""
         import nbformat
@@ -358,10 +372,28 @@ class _Stages:
                     status = st.wrong_assignment(belongs_to(nb, self.others))
         if not problem:
             tampered = tampering(nb, self.expected)
-            try:
-                clean = sanitize(course, nb, run.assignment, notebook, student)
-            except Exception as exc:  # nbgrader rejects malformed nbgrader metadata
-                problem = f"nbgrader could not read its cells: {str(exc).splitlines()[0][:160]}"
+            forged, clean = forged_metadata(nb, self.expected), None
+            if not forged:
+                try:
+                    clean = sanitize(course, nb, run.assignment, notebook, student)
+                except Exception as exc:  # nbgrader rejects malformed nbgrader metadata
+                    forged = [f"nbgrader could not read its cells ({_first_line(exc)})"]
+            if clean is None:
+                # Graded on its answers, with the release's cells (:mod:`.forged`).
+                release_nb = self.release_notebook()
+                if release_nb is None:
+                    problem = forged[0]
+                else:
+                    nb = rebuild(release_nb, nb)
+                    tampered = [
+                        *forged,
+                        "nbgrader metadata edited: graded with the release's test cells and "
+                        "points, the answer cells copied in",
+                    ]
+                    try:
+                        clean = sanitize(course, nb, run.assignment, notebook, student)
+                    except Exception as exc:  # noqa: BLE001 - reported as the verdict
+                        problem = f"nbgrader could not read its cells: {_first_line(exc)}"
         if problem:
             gradebook.forget(course, run.assignment, student)
             run.report.verdicts[student] = st.Verdict(
