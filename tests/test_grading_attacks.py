@@ -190,3 +190,59 @@ def test_nothing_outlives_the_run(graded):
         and any(SLEEPER in part for part in p.info["cmdline"] or [])
     ]
     assert left == []
+
+
+def test_a_worker_that_dies_anyway_has_its_submissions_graded_again(graded):
+    # A kernel can no longer kill its worker; a worker may still die (the OOM killer, an
+    # operator). Here the test kills it from outside while it runs a slow, correct hand-in
+    # with an honest one queued behind it: both are graded again, in a fresh worker, and get
+    # their full grade; neither is reported as failed tests, and nothing of the dead worker
+    # is left. (Keep this test last: it re-grades two students of the shared course.)
+    import time
+
+    import psutil
+
+    course = graded.course
+    src = nbformat.read(course.source_dir("layernorm") / "layernorm.ipynb", as_version=4)
+    rel = nbformat.read(course.release_dir("layernorm") / "layernorm.ipynb", as_version=4)
+    slow = submission(src, rel, "correct")
+    slow.cells[3].source += f"\nimport subprocess, time\nsubprocess.Popen(['sleep', '{SLEEPER}'])"
+    slow.cells[3].source += "\ntime.sleep(4)"
+    inbox = course.root.parent / "inbox2"
+    write_submission(inbox / "e2_honest.ipynb", submission(src, rel, "correct"))
+    write_submission(inbox / "e1_kill_parent.ipynb", slow)
+    collect(course, "layernorm", inbox)
+    killed = []
+
+    def kill_the_worker():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            for proc in psutil.Process().children(recursive=True):
+                try:
+                    cmd = " ".join(proc.cmdline())
+                    if "normedu.course.worker" in cmd and "unshare" not in cmd:
+                        time.sleep(3)  # the slow hand-in is running
+                        proc.kill()
+                        killed.append(proc.pid)
+                        return
+                except psutil.Error:
+                    continue
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill_the_worker)
+    thread.start()
+    report = autograde(
+        course,
+        "layernorm",
+        jobs=1,
+        students=["e1_kill_parent", "e2_honest"],
+        cell_timeout=20,
+        wall_timeout=120,
+    )
+    thread.join()
+    assert killed
+    for student in ("e1_kill_parent", "e2_honest"):
+        assert report.verdicts[student].status == st.PASSED, report.verdicts[student]
+    table = {r["student"]: r for r in csv.DictReader(io.StringIO(to_csv(course, "layernorm")))}
+    assert table["e1_kill_parent"]["score"] == table["e2_honest"]["score"] == FULL
+    test_nothing_outlives_the_run(graded)

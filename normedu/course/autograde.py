@@ -148,7 +148,9 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
         gradebook.forget(course, assignment, job.student)
     else:
         scores = gradebook.scores(course, assignment, job.student)
-    if result.get("timed_out"):
+    if result.get("worker_failed") and not result.get("timed_out"):
+        status = st.GRADING_FAILED
+    elif result.get("timed_out"):
         status = st.TIMED_OUT
     elif scores is None:
         status = st.FAILED
@@ -313,7 +315,8 @@ def _queue(run: _Run, everyone: list[str]) -> list[tuple[str, Path, str, bool]]:
         path = run.course.submitted_dir(student, run.assignment) / f"{run.notebook}.ipynb"
         sha = hashlib.sha256(path.read_bytes() if path.exists() else b"").hexdigest()
         previous = st.load(run.course, run.assignment, student)
-        if previous and previous.sha256 == sha and not run.force:
+        regrade = previous is not None and previous.status == st.GRADING_FAILED
+        if previous and previous.sha256 == sha and not run.force and not regrade:
             run.report.skipped.append(student)
         else:
             queue.append((student, path, sha, may_run_long(path)))

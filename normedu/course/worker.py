@@ -257,6 +257,10 @@ class Spare:
         process = getattr(getattr(self.km, "provisioner", None), "process", None)
         return getattr(process, "pid", None)
 
+    def alive(self) -> bool:
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        return process is not None and process.poll() is None
+
     def discard(self) -> None:
         if self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -370,6 +374,8 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
 
     def zygote_for(settings: KernelSettings) -> Zygote | None:
         key = settings.zygote_key
+        if zygotes.get(key) is not None and zygotes[key].process.poll() is not None:
+            zygotes.pop(key).close()  # killed (a kernel without signal scoping can): anew
         if key not in zygotes:
             try:
                 zygotes[key] = Zygote(*key)
@@ -408,8 +414,18 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
             try:
                 job = json.loads(Path(job_file).read_text())
                 settings = _settings(job)
+                if current is not None and not current.alive():
+                    current.discard()  # its zygote was killed under it
+                    current = None
                 spare = start_spare(settings)
-                run_job(job, current, keep=kept(), zygote=zygote_for(settings))
+                try:
+                    run_job(job, current, keep=kept(), zygote=zygote_for(settings))
+                except Exception:  # the machinery failed, not the submission: once more
+                    import traceback
+
+                    traceback.print_exc()
+                    kill_descendants(keep=kept())
+                    run_job(job, None, keep=kept(), zygote=zygote_for(settings))
             except Exception:  # report, and keep serving the next submission
                 import traceback
 
