@@ -236,6 +236,7 @@ def test_a_worker_that_dies_anyway_has_its_submissions_graded_again(graded):
         "layernorm",
         jobs=1,
         students=["e1_kill_parent", "e2_honest"],
+        force=True,
         cell_timeout=20,
         wall_timeout=120,
     )

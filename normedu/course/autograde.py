@@ -261,9 +261,9 @@ def autograde(
     """
     limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock, allow_network)
     if not allow_network:
-        from .sandbox import network_isolation_available
+        from .namespaces import available
 
-        why = network_isolation_available()
+        why = available()
         if why:
             raise NetworkIsolationError(
                 f"cannot cut student code off the network here ({why}); grade in a container "

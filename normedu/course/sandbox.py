@@ -47,7 +47,6 @@ _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 #: Landlock ABI from which a kernel cannot signal any process outside its own sandbox.
 SIGNAL_SCOPE_ABI = 6
-_CLONE_NEWNET, _CLONE_NEWUSER = 0x40000000, 0x10000000
 
 #: The thread counts of the BLAS/OpenMP libraries: read once, when a library loads.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -155,68 +154,6 @@ def _apply_landlock(workdir: str, readable: list[str]) -> None:
     os.close(fd)
 
 
-def _loopback_up() -> None:
-    """Bring up ``lo`` in this (new) network namespace: the kernel's own private 127.0.0.1,
-    for code that talks to itself (torch.distributed's gloo in the syncbn checks)."""
-    import fcntl
-    import socket
-    import struct
-
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        req = struct.pack("16sh", b"lo", 0)
-        flags = struct.unpack("16sh", fcntl.ioctl(sock, siocgifflags, req))[1]
-        fcntl.ioctl(sock, siocsifflags, struct.pack("16sh", b"lo", flags | iff_up))
-
-
-def isolate_network() -> None:
-    """Move THIS process into a new, empty network namespace: no interface but its own
-    loopback, so no connection to the internet, to this machine's 127.0.0.1 or to any other
-    machine. As root directly; otherwise inside a new user namespace that maps the user to
-    itself (``unshare --user -n``). Raises ``OSError`` when the operating system refuses."""
-    if not sys.platform.startswith("linux"):
-        raise OSError("network namespaces exist only on Linux")
-    libc = _libc()
-    if libc.unshare(_CLONE_NEWNET) != 0:
-        uid, gid = os.getuid(), os.getgid()
-        if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"unshare(CLONE_NEWNET) refused: {os.strerror(err)}")
-        with open("/proc/self/setgroups", "w") as f:
-            f.write("deny")
-        with open("/proc/self/uid_map", "w") as f:
-            f.write(f"{uid} {uid} 1")
-        with open("/proc/self/gid_map", "w") as f:
-            f.write(f"{gid} {gid} 1")
-    try:
-        _loopback_up()
-    except OSError:
-        pass  # no loopback: still no network, only code that talks to itself fails
-
-
-def network_isolation_available() -> str | None:
-    """None when :func:`isolate_network` works here, else why not (tried in a forked child,
-    so that this process keeps its network)."""
-    if not sys.platform.startswith("linux"):
-        return "network namespaces exist only on Linux"
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(r)
-        message = b""
-        try:
-            isolate_network()
-        except OSError as exc:
-            message = str(exc).encode()[:500]
-        os.write(w, message)
-        os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        message = f.read().decode(errors="replace")
-    os.waitpid(pid, 0)
-    return message or None
-
-
 def kernel_env(workdir: str, threads: int) -> dict[str, str]:
     """The kernel's environment: a scrubbed copy with every home-like directory in ``workdir``."""
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
@@ -264,8 +201,8 @@ def confine(
 
     Called by :func:`main` just before it ``exec``s the kernel, and by a forked kernel of
     :mod:`.zygote` before it starts. ``readable``: extra read-only paths (the connection file).
-    ``network``: False puts the kernel in a network namespace of its own
-    (:func:`isolate_network`); where the system refuses, the kernel does not start.
+    ``network``: False cuts the kernel off every connection out of its sandbox
+    (:func:`.namespaces.isolate`); where the system refuses, the kernel does not start.
     """
     workdir = os.path.realpath(workdir)
     os.chdir(workdir)
@@ -280,8 +217,10 @@ def confine(
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if not network:
+        from .namespaces import isolate
+
         try:
-            isolate_network()
+            isolate(workdir, read_only_paths() + list(readable))
         except OSError as exc:
             raise SystemExit(f"sandbox: no network isolation: {exc}") from exc
         die_with_parent()  # a new user namespace changes credentials, which clears it
