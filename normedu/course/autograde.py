@@ -204,16 +204,22 @@ def _first_line(exc: Exception) -> str:
 def trusted_tests(course: Course, assignment: str, notebook: str, expected) -> dict | None:
     """``{grade_id: source}`` of the test cells whose checks run on the trusted side
     (:mod:`.trusted`), from the gradebook (``expected``): every test cell of an assignment
-    whose notebook does not import torch. None for the others (prepost, rmsnorm, syncbn,
-    drift): their checks take torch modules and tensors, which do not cross as plain values,
-    and the kernel's own test-cell outputs still decide there."""
+    whose notebook does not import torch, less those of :data:`.trusted.IN_KERNEL`. None for
+    the others (prepost, rmsnorm): their checks take torch modules and tensors, which do not
+    cross as plain values; the kernel's own test-cell outputs still decide there."""
+    from .trusted import IN_KERNEL
+
     for folder in (course.source_dir(assignment), course.release_dir(assignment)):
         path = folder / f"{notebook}.ipynb"
         if path.exists():
             if "torch" in imported_modules(path):
                 return None
             break
-    return {c.grade_id: c.source for c in expected if c.is_test and c.cell_type == "code"}
+    left = IN_KERNEL.get(assignment, ("", ""))[0].split()
+    if "*" in left:
+        return None
+    tests = [c for c in expected if c.is_test and c.cell_type == "code"]
+    return {c.grade_id: c.source for c in tests if c.grade_id not in left}
 
 
 def sandbox_description(landlock: str = "auto", allow_network: bool = False) -> str:

@@ -37,6 +37,18 @@ from collections.abc import Callable
 
 from .plain import PlainValueError, decode, encode
 
+#: Test cells still scored by the kernel's own run, by assignment ("*": all of them), with
+#: why: their checks hand the student's function something that does not cross as a plain
+#: value, or call it from other processes. (Assignments whose notebook imports torch are
+#: left to the kernel too: their checks take torch modules and tensors; see
+#: :func:`.autograde.trusted_tests`.)
+IN_KERNEL: dict[str, tuple[str, str]] = {
+    "drift": (
+        "test_forward_stack test_forward_stack_hidden",
+        "check_stack_on passes an activation function to forward_stack",
+    ),
+    "syncbn": ("*", "the checks call the functions on several processes (run_ranks)"),
+}
 #: Modules a test cell may get from the grader's own imports (top-level names).
 MODULES = ("numpy", "math", "normedu.grading", "normedu.functional")
 #: Kernel-side helpers, reached from the kernel's user_expressions.
