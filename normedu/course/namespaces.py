@@ -92,7 +92,7 @@ def _bind(path: str, root: str, bound: list[str], rdonly: bool = True) -> None:
 
 
 def _private_root(workdir: str, readable: list[str]) -> None:
-    """chroot into a new root that holds ``readable`` (read-only), a few devices, a private
+    """Pivot into a new root that holds ``readable`` (read-only), a few devices, a private
     /dev/shm and ``workdir`` (read-write), each at its own path."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     root = os.path.join(workdir, ".root")
@@ -110,7 +110,17 @@ def _private_root(workdir: str, readable: list[str]) -> None:
         os.symlink(target, f"{root}/dev/{name}")
     os.makedirs(root + "/tmp", mode=0o1777, exist_ok=True)
     _bind(workdir, root, [], rdonly=False)  # not recursive: .root itself stays out
-    os.chroot(root)
+    # pivot_root, not chroot: with the old root unmounted, nothing lies above the new one
+    # (Landlock walks a path up through mount points: under chroot, the new root's files
+    # would inherit the rights of the working copy the tmpfs is mounted in).
+    os.makedirs(root + "/.old", exist_ok=True)
+    nr = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine)
+    if nr is None:
+        raise OSError(f"pivot_root: unknown syscall number on {os.uname().machine}")
+    _check(_libc().syscall(nr, root.encode(), (root + "/.old").encode()), "pivot_root")
+    os.chdir("/")
+    _check(_libc().umount2(b"/.old", 2), "umount old root")  # MNT_DETACH
+    os.rmdir("/.old")
     os.chdir(workdir)
 
 
