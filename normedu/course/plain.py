@@ -175,6 +175,69 @@ def call(name: str, payload: str) -> str:
     return json.dumps(out)
 
 
+def handle(request: dict) -> str:
+    """One request of the trusted side: ``{"op": "describe" | "call" | "shortcuts", ...}``."""
+    op = request.get("op")
+    if op == "describe":
+        return describe(request["names"])
+    if op == "call":
+        return call(request["name"], request["payload"])
+    if op == "shortcuts":
+        return shortcuts(request["name"], request["banned"])
+    raise ValueError(f"unknown request {op!r}")
+
+
+def _recv(sock, limit: int) -> bytes | None:
+    """One length-prefixed message (None at the end of the stream)."""
+    head = b""
+    while len(head) < 8:
+        chunk = sock.recv(8 - len(head))
+        if not chunk:
+            return None
+        head += chunk
+    size = int.from_bytes(head, "big")
+    if size > limit:
+        raise PlainValueError(f"a message of {size} bytes")
+    data = bytearray(size)
+    view, got = memoryview(data), 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if not n:
+            return None
+        got += n
+    return bytes(data)
+
+
+def _send(sock, data: bytes) -> None:
+    sock.sendall(len(data).to_bytes(8, "big") + data)
+
+
+def serve(path: str) -> str:
+    """Answer the trusted side's requests from a thread of the kernel, over the Unix socket
+    the grading worker listens on at ``path`` (in the working copy): a round trip costs a
+    fraction of a millisecond, where an execute request costs about 10 ms."""
+    import socket
+    import threading
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+
+    def answer() -> None:
+        with sock:
+            while True:
+                message = _recv(sock, 64 * 2**20)
+                if message is None:
+                    return
+                try:
+                    reply = handle(json.loads(message))
+                except Exception as exc:  # noqa: BLE001 - reported, the trusted side fails it
+                    reply = json.dumps({"failed": f"{type(exc).__name__}: {exc}"[:2000]})
+                _send(sock, reply.encode())
+
+    threading.Thread(target=answer, daemon=True, name="normedu-grader").start()
+    return json.dumps("serving")
+
+
 def shortcuts(name: str, banned: list[str]) -> str:
     """The anti-shortcut guard's findings on the notebook's ``name``
     (:func:`normedu.grading.guard.find_shortcuts`), which needs the function object."""

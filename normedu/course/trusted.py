@@ -89,7 +89,7 @@ class Proxy:
         import numpy as np
 
         payload = json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)})
-        answer = self._cells.request(f"{_REMOTE}.call({self.__name__!r}, {payload!r})")
+        answer = self._cells.request({"op": "call", "name": self.__name__, "payload": payload})
         if not isinstance(answer, dict):
             raise PlainValueError("the kernel's answer is not a mapping")
         after, kw_after = decode(answer.get("args")), decode(answer.get("kwargs"))
@@ -112,7 +112,7 @@ class Proxy:
         key = ",".join(banned)
         if key not in self._shortcuts:
             self._shortcuts[key] = self._cells.request(
-                f"{_REMOTE}.shortcuts({self.__name__!r}, {list(banned)!r})"
+                {"op": "shortcuts", "name": self.__name__, "banned": list(banned)}
             )
         found = self._shortcuts[key]
         if not isinstance(found, list):
@@ -163,9 +163,9 @@ def _allowed_module(name: str) -> bool:
 
 
 class TrustedCells:
-    """The test cells of one submission, run in this process. ``request(expression)``
-    evaluates an expression in the kernel and returns the JSON it yields, decoded (see
-    :func:`kernel_requester`)."""
+    """The test cells of one submission, run in this process. ``request(op)`` has the kernel
+    answer ``op`` (:func:`.plain.handle`) and returns the JSON answer, decoded (see
+    :class:`Channel`)."""
 
     def __init__(self, request: Callable[[str], object]):
         _install_guard_hook()
@@ -176,7 +176,7 @@ class TrustedCells:
         wanted = sorted(n for n in names if n not in self.ns and not hasattr(builtins, n))
         if not wanted:
             return {}
-        found = self.request(f"{_REMOTE}.describe({wanted!r})")
+        found = self.request({"op": "describe", "names": wanted})
         resolved = {}
         for name, what in (found if isinstance(found, dict) else {}).items():
             if name not in wanted or not isinstance(what, dict):
@@ -264,44 +264,98 @@ def parse_reply(reply: dict) -> object:
 
 
 # -- the worker's side: requests to the kernel, one test cell after the other ----------------
-def kernel_requester(kc, km, loop, limits: dict) -> Callable[[str], object]:
-    """``request(expression)`` for :class:`TrustedCells`, called from a thread while ``loop``
-    (nbclient's) runs: the expression is evaluated in the kernel as a silent execution's
-    ``user_expressions``, and must wait for no longer than ``limits["deadline"]`` (a
-    ``time.monotonic()`` value). A request past it interrupts the kernel."""
-    import asyncio
-    import time
+class Channel:
+    """The worker's line to the kernel-side helpers: a Unix socket it listens on in the
+    kernel's working copy, which a thread of the kernel connects to (:func:`.plain.serve`),
+    started with one execute request. ``limits["deadline"]`` (``time.monotonic()``) bounds
+    every request; after one that ran past it the channel refuses all others (the thread may
+    still be busy with the student's function)."""
 
-    async def ask(expression: str, deadline: float) -> dict:
-        msg_id = kc.execute(
-            "", silent=True, store_history=False, user_expressions={"r": expression}
-        )
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                with contextlib.suppress(Exception):
-                    await km.interrupt_kernel()
-                raise KernelCallError("the student's function ran past the cell time limit")
-            try:
-                msg = await kc.get_shell_msg(timeout=min(remaining, 1.0))
-            except Exception:  # noqa: BLE001 - queue.Empty: nothing yet
-                if not await km.is_alive():
-                    raise KernelCallError("the kernel died during the call") from None
-                continue
-            if msg.get("parent_header", {}).get("msg_id") == msg_id:
-                return msg
+    def __init__(self, kc, km, loop, workdir: str, limits: dict):
+        self.kc, self.km, self.loop, self.limits = kc, km, loop, limits
+        self.workdir, self.sock, self.broken = workdir, None, None
 
-    def request(expression: str) -> object:
-        deadline = limits["deadline"]
-        future = asyncio.run_coroutine_threadsafe(ask(expression, deadline), loop)
+    def _execute(self, expression: str) -> object:
+        import asyncio
+        import time
+
+        async def ask(deadline: float) -> dict:
+            msg_id = self.kc.execute(
+                "", silent=True, store_history=False, user_expressions={"r": expression}
+            )
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KernelCallError("the kernel did not answer within the cell time limit")
+                try:
+                    msg = await self.kc.get_shell_msg(timeout=min(remaining, 1.0))
+                except Exception:  # noqa: BLE001 - queue.Empty: nothing yet
+                    if not await self.km.is_alive():
+                        raise KernelCallError("the kernel died") from None
+                    continue
+                if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                    return msg
+
+        deadline = self.limits["deadline"]
+        future = asyncio.run_coroutine_threadsafe(ask(deadline), self.loop)
         try:
-            reply = future.result(max(0.0, deadline - time.monotonic()) + 5)
+            return parse_reply(future.result(max(0.0, deadline - time.monotonic()) + 5))
         except TimeoutError:
             future.cancel()
             raise KernelCallError("no answer from the kernel within the cell time limit") from None
-        return parse_reply(reply)
 
-    return request
+    def _connect(self) -> None:
+        import os
+        import socket
+        import time
+
+        path = os.path.join(self.workdir, f".grader-{os.urandom(4).hex()}.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(path)
+            listener.listen(1)
+            listener.settimeout(max(0.1, self.limits["deadline"] - time.monotonic()))
+            self._execute(f"{_REMOTE}.serve({path!r})")
+            self.sock, _ = listener.accept()
+        except OSError as exc:
+            raise KernelCallError(f"the kernel did not connect: {exc}") from None
+        finally:
+            listener.close()
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def request(self, op: dict) -> object:
+        import time
+
+        from .plain import _recv, _send
+
+        if self.broken:
+            raise KernelCallError(self.broken)
+        if self.sock is None:
+            self._connect()
+        remaining = self.limits["deadline"] - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            self.sock.settimeout(remaining)
+            _send(self.sock, json.dumps(op).encode())
+            data = _recv(self.sock, 256 * 2**20)
+            if data is None:
+                raise OSError("the kernel closed the line")
+            answer = json.loads(data)
+        except TimeoutError:
+            self.broken = "the student's function ran past the cell time limit"
+            raise KernelCallError(self.broken) from None
+        except (OSError, ValueError, PlainValueError) as exc:
+            self.broken = f"the kernel's answer was unusable: {exc}"[:300]
+            raise KernelCallError(self.broken) from None
+        if isinstance(answer, dict) and "failed" in answer:
+            raise KernelCallError(f"the kernel could not answer: {answer['failed']}"[:500])
+        return answer
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
 
 
 async def check_cell(client, cell, source: str, grade_id: str, state: dict, seconds: float):
@@ -315,8 +369,10 @@ async def check_cell(client, cell, source: str, grade_id: str, state: dict, seco
 
     if state.get("trusted_cells") is None:
         limits = state.setdefault("trusted_limits", {"deadline": 0.0})
-        requester = kernel_requester(client.kc, client.km, asyncio.get_running_loop(), limits)
-        state["trusted_cells"] = TrustedCells(requester)
+        workdir = client.km.sandbox_workdir
+        loop = asyncio.get_running_loop()
+        state["channel"] = Channel(client.kc, client.km, loop, workdir, limits)
+        state["trusted_cells"] = TrustedCells(state["channel"].request)
     state["trusted_limits"]["deadline"] = time.monotonic() + seconds
     kernel_failed = any(o.get("output_type") == "error" for o in cell.get("outputs", []))
     outputs, passed = await asyncio.to_thread(state["trusted_cells"].run, source, grade_id)

@@ -153,6 +153,8 @@ async def _execute(nb, km, cell_timeout: float, state: dict) -> None:
     finally:
         # nbclient registers an exit handler per client; a long-lived worker must not pile them.
         atexit.unregister(client._cleanup_kernel)
+        if state.get("channel") is not None:
+            state["channel"].close()
 
 
 async def _execute_cells(client, nb, state: dict) -> None:
