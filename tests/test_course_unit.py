@@ -658,3 +658,34 @@ def test_student_environment_holds_what_every_assignment_imports():
         used = checks.imported_modules(course.source_dir(assignment) / f"{assignment}.ipynb")
         outside = used - set(sys.stdlib_module_names) - {"normedu", "torch"} - student
         assert not outside, (assignment, outside)
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="the Linux kernel has no Landlock")
+def test_a_sandboxed_process_reaches_no_socket_and_makes_no_device(tmp_path):
+    # Issue 31, without nbgrader: the wrapper's namespaces and Landlock, on a TCP listener of
+    # this machine, a Unix socket outside the working copy, and a device file (as root, a
+    # kernel could otherwise mknod the disk in its working copy).
+    import socket
+
+    tcp = socket.create_server(("127.0.0.1", 0))
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(tmp_path / "s.sock"))
+    unix.listen()
+    code = (
+        "import os, socket\n"
+        f"for family, address in [(socket.AF_INET, ('127.0.0.1', {tcp.getsockname()[1]})), "
+        f"(socket.AF_UNIX, {str(tmp_path / 's.sock')!r})]:\n"
+        "    try:\n        socket.socket(family).connect(address); print('connected')\n"
+        "    except OSError:\n        print('refused')\n"
+        "try:\n    os.mknod('disk', 0o600 | 0o060000, os.makedev(8, 0)); print('made')\n"
+        "except OSError:\n    print('refused')\n"
+    )
+    (tmp_path / "work").mkdir()
+    run = subprocess.run(
+        [sys.executable, "-m", "normedu.course.sandbox", "--workdir", str(tmp_path / "work"),
+         "--landlock", "on", "--", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    tcp.close()
+    unix.close()
+    assert run.stdout.split() == ["refused"] * 3, run.stdout + run.stderr

@@ -146,7 +146,9 @@ def _apply_landlock(workdir: str, readable: list[str]) -> None:
     for path in readable:
         allow(path, _READ)
     allow("/dev", _READ | _WRITE_FILE | _TRUNCATE)
-    allow(workdir, handled)
+    # Everything in the working copy but device files: a kernel running as root could
+    # otherwise mknod the machine's disk there and read or write it raw.
+    allow(workdir, handled & ~(_MAKE_CHAR | _MAKE_BLOCK))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     if libc.syscall(_SYS_RESTRICT_SELF, fd, 0) != 0:
