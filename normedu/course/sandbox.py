@@ -12,10 +12,13 @@
   inside its working directory (and to ``/dev``), and read only the system, Python and the
   ``normedu`` package, so absolute paths to the gradebook, to ``solutions/`` or to other
   students' files fail with ``PermissionError``. :func:`landlock_abi` says whether it is on.
+  From ABI 6 it also scopes signals and abstract Unix sockets to the sandbox: the kernel
+  cannot signal its worker, its zygote or the grading run, nor ``kill(-1)`` them;
+- unless ``--allow-network``: namespaces of its own (:mod:`.namespaces`): no network, and a
+  root that holds only what it may read and its working copy (no Unix socket outside it).
 
-Limits, stated in the instructor guide: the kernel still runs as the grading user, may use the
-network, and a fork bomb or CPU hog is bounded only by the time limits. Use a container for
-high-stakes grading.
+Limits, stated in the instructor guide: the kernel still runs as the grading user, and a fork
+bomb or CPU hog is bounded only by the time limits. Use a container for high-stakes grading.
 
 :class:`SandboxKernelManager` is the ``jupyter_client`` kernel manager that puts this wrapper
 in front of the kernel command.
@@ -119,7 +122,7 @@ def _apply_landlock(workdir: str, readable: list[str]) -> None:
     libc = _libc()
     # ABI 6+: no signal to any process outside this sandbox (its worker, its zygote, the
     # grading run: kill(-1) included) and no connection to an abstract Unix socket outside
-    # it. The network's own isolation is the namespace of isolate_network().
+    # it. The network's own isolation is the namespace of namespaces.isolate().
     attr = _RulesetAttr(handled, 0, 0)
     size = 8
     if abi >= SIGNAL_SCOPE_ABI:

@@ -13,6 +13,9 @@ per cell (:func:`.plain.describe`):
   course's checks (:data:`MODULES`); a student's module of that name is ignored;
 - anything else arrives as a plain value (an array, a number).
 
+The calls cross over a Unix socket the worker listens on in the kernel's working copy,
+answered by a thread of the kernel (:class:`Channel`, :func:`.plain.serve`).
+
 So nothing the student's code does to its own process (IPython hooks, replaced functions,
 lying objects, trace functions) reaches the code that decides: it can only change what its
 functions return. The kernel still runs every test cell too, so that the notebook's state and

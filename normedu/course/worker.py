@@ -197,7 +197,7 @@ class KernelSettings(NamedTuple):
     #: modules its zygote imports ahead (:func:`.autograde.preloads`)
     preload: tuple[str, ...]
     #: True: the kernel keeps the machine's network (``--allow-network``); else it gets a
-    #: network namespace of its own (:func:`.sandbox.isolate_network`)
+    #: network and mount namespace of its own (:func:`.namespaces.isolate`)
     network: bool = False
 
     @property
