@@ -124,3 +124,13 @@ def test_in_place_changes_come_back_and_shortcuts_are_found(kernel):
     ns["nf"] = nf
     outputs, passed = cells.run(CELL, "t")
     assert not passed and "must compute the result itself" in outputs[-1]["evalue"]
+
+
+def test_autograde_stops_where_kernels_cannot_be_cut_off_the_network(tmp_path, monkeypatch):
+    from normedu.course import namespaces
+    from normedu.course.autograde import NetworkIsolationError, autograde
+    from normedu.course.config import Course
+
+    monkeypatch.setattr(namespaces, "available", lambda: "unshare(CLONE_NEWNET) refused")
+    with pytest.raises(NetworkIsolationError, match="--allow-network"):
+        autograde(Course(root=tmp_path), "demo")
