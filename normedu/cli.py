@@ -96,6 +96,7 @@ def _cmd_autograde(args) -> int:
         wall_timeout=args.timeout,
         memory_mb=args.memory_mb,
         landlock=args.landlock,
+        allow_network=args.allow_network,
         progress=not args.quiet,
     )
     width = max([len(s) for s in report.verdicts] + [7])
@@ -306,6 +307,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("auto", "on", "off"),
         default="auto",
         help="file-system sandbox (default auto)",
+    )
+    p.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="grade even where the system gives kernels no network namespace of their own "
+        "(student code then reaches the network; without it autograde stops there)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_autograde)

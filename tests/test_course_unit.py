@@ -358,6 +358,7 @@ def test_sandbox_environment_is_scrubbed(tmp_path, via, monkeypatch):
 @pytest.mark.skipif(landlock_abi() < 1, reason="the Linux kernel has no Landlock")
 @VIAS
 def test_landlock_blocks_writes_and_reads_outside_the_working_copy(tmp_path, via):
+    # Landlock refuses (PermissionError); in the kernel's own root the file is not even there.
     victim = tmp_path / "gradebook.db"
     victim.write_text("grades")
     code = (
@@ -365,11 +366,11 @@ def test_landlock_blocks_writes_and_reads_outside_the_working_copy(tmp_path, via
         "open('mine.txt', 'w').write('ok')\n"
         f"for p in ['../gradebook.db', {str(victim)!r}]:\n"
         "    try:\n        open(p, 'a').write('x'); print('wrote')\n"
-        "    except PermissionError:\n        print('denied')\n"
+        "    except (PermissionError, FileNotFoundError):\n        print('denied')\n"
         f"try:\n    open({str(victim)!r}).read(); print('read')\n"
-        "except PermissionError:\n    print('denied')\n"
+        "except (PermissionError, FileNotFoundError):\n    print('denied')\n"
         f"try:\n    os.remove({str(victim)!r}); print('removed')\n"
-        "except PermissionError:\n    print('denied')\n"
+        "except (PermissionError, FileNotFoundError):\n    print('denied')\n"
     )
     out = _sandboxed(tmp_path, code, via, landlock="on")
     assert out.split() == ["denied"] * 4, out
@@ -678,3 +679,34 @@ def test_nbgraders_own_autograde_refuses_and_names_the_sandboxed_command(tmp_pat
     assert not result["success"]
     assert "normedu autograde demo" in result["log"], result["log"][-2000:]
     assert not (tmp_path / "autograded" / "jane" / "demo" / "demo.ipynb").exists()
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="the Linux kernel has no Landlock")
+def test_a_sandboxed_process_reaches_no_socket_and_makes_no_device(tmp_path):
+    # Issue 31, without nbgrader: the wrapper's namespaces and Landlock, on a TCP listener of
+    # this machine, a Unix socket outside the working copy, and a device file (as root, a
+    # kernel could otherwise mknod the disk in its working copy).
+    import socket
+
+    tcp = socket.create_server(("127.0.0.1", 0))
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix.bind(str(tmp_path / "s.sock"))
+    unix.listen()
+    code = (
+        "import os, socket\n"
+        f"for family, address in [(socket.AF_INET, ('127.0.0.1', {tcp.getsockname()[1]})), "
+        f"(socket.AF_UNIX, {str(tmp_path / 's.sock')!r})]:\n"
+        "    try:\n        socket.socket(family).connect(address); print('connected')\n"
+        "    except OSError:\n        print('refused')\n"
+        "try:\n    os.mknod('disk', 0o600 | 0o060000, os.makedev(8, 0)); print('made')\n"
+        "except OSError:\n    print('refused')\n"
+    )
+    (tmp_path / "work").mkdir()
+    run = subprocess.run(
+        [sys.executable, "-m", "normedu.course.sandbox", "--workdir", str(tmp_path / "work"),
+         "--landlock", "on", "--", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    tcp.close()
+    unix.close()
+    assert run.stdout.split() == ["refused"] * 3, run.stdout + run.stderr

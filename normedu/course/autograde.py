@@ -54,6 +54,7 @@ from .checks import (
 )
 from .collect import load_collect_record
 from .config import Course, ensure_alembic, silence_nbgrader_warnings, student_sort_key
+from .forged import forged_metadata, rebuild
 from .pool import Job, Pool
 from .release import register
 from .students import sync_names
@@ -99,6 +100,8 @@ class Limits:
     wall_timeout: float = WALL_TIMEOUT_S
     memory_mb: int = MEMORY_MB
     landlock: str = "auto"
+    #: kernels keep the machine's network (no network namespace of their own)
+    allow_network: bool = False
 
     def __post_init__(self):
         if self.landlock not in ("auto", "on", "off"):
@@ -129,6 +132,12 @@ class _Run:
 
 def _verdict(course: Course, assignment: str, job: Job, result: dict, report) -> st.Verdict:
     notes = list(job.notes) + list(job.tampered)
+    if result.get("interference"):
+        notes.append(
+            f"test cell(s) {', '.join(result['interference'])} passed in the notebook's own run "
+            "but failed the grader's check: code in the submission seems to interfere with "
+            "how test cells run (graded by the grader's check)"
+        )
     if result.get("reason"):
         notes.append(result["reason"])
     if result.get("timeout_cells"):
@@ -140,7 +149,9 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
         gradebook.forget(course, assignment, job.student)
     else:
         scores = gradebook.scores(course, assignment, job.student)
-    if result.get("timed_out"):
+    if result.get("worker_failed") and not result.get("timed_out"):
+        status = st.GRADING_FAILED
+    elif result.get("timed_out"):
         status = st.TIMED_OUT
     elif scores is None:
         status = st.FAILED
@@ -162,11 +173,13 @@ def _verdict(course: Course, assignment: str, job: Job, result: dict, report) ->
         job.student,
         assignment,
         status,
-        tampered=bool(job.tampered),
+        tampered=bool(job.tampered or result.get("interference")),
         notes=notes,
         sha256=job.sha256,
         seconds=float(result.get("wall_s", 0.0)),
-        sandbox=report.sandbox if result.get("landlock") else sandbox_description("off"),
+        sandbox=report.sandbox
+        if result.get("landlock")
+        else sandbox_description("off", job.spec.get("network", False)),
     )
 
 
@@ -229,13 +242,49 @@ def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
     return ()
 
 
-def sandbox_description(landlock: str = "auto") -> str:
-    from .sandbox import landlock_abi
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+
+
+def trusted_tests(course: Course, assignment: str, notebook: str, expected) -> dict | None:
+    """``{grade_id: source}`` of the test cells whose checks run on the trusted side
+    (:mod:`.trusted`), from the gradebook (``expected``): every test cell of an assignment
+    whose notebook does not import torch, less those of :data:`.trusted.IN_KERNEL`. None for
+    the others (prepost, rmsnorm): their checks take torch modules and tensors, which do not
+    cross as plain values; the kernel's own test-cell outputs still decide there."""
+    from .trusted import IN_KERNEL
+
+    for folder in (course.source_dir(assignment), course.release_dir(assignment)):
+        path = folder / f"{notebook}.ipynb"
+        if path.exists():
+            if "torch" in imported_modules(path):
+                return None
+            break
+    left = IN_KERNEL.get(assignment, ("", ""))[0].split()
+    if "*" in left:
+        return None
+    tests = [c for c in expected if c.is_test and c.cell_type == "code"]
+    return {c.grade_id: c.source for c in tests if c.grade_id not in left}
+
+
+def sandbox_description(landlock: str = "auto", allow_network: bool = False) -> str:
+    from .sandbox import SIGNAL_SCOPE_ABI, landlock_abi
 
     abi = landlock_abi()
+    network = " + network namespace" if not allow_network else " (network allowed)"
     if landlock != "off" and abi > 0:
-        return f"working copy + rlimits + Landlock ABI {abi}"
-    return "working copy + rlimits (no Landlock: absolute paths are not blocked)"
+        signals = (
+            ", no signals out"
+            if abi >= SIGNAL_SCOPE_ABI
+            else " (ABI < 6: signals to grading processes are not blocked)"
+        )
+        return f"working copy + rlimits + Landlock ABI {abi}{signals}{network}"
+    return "working copy + rlimits (no Landlock: absolute paths are not blocked)" + network
+
+
+class NetworkIsolationError(ValueError):
+    """The system gives a kernel no network namespace of its own, and the instructor did not
+    pass ``allow_network``."""
 
 
 def autograde(
@@ -249,6 +298,7 @@ def autograde(
     wall_timeout: float = WALL_TIMEOUT_S,
     memory_mb: int = MEMORY_MB,
     landlock: str = "auto",
+    allow_network: bool = False,
     progress: bool = False,
 ) -> AutogradeReport:
     """Grade the submissions of ``assignment`` in ``submitted/`` (see the module docstring).
@@ -256,9 +306,20 @@ def autograde(
     ``jobs``: worker processes (default ``os.cpu_count()``); ``students``: only these;
     ``force``: re-grade even unchanged submissions; ``cell_timeout``/``wall_timeout``: seconds
     per cell / per submission; ``memory_mb``: the kernel's address-space cap (0: none);
-    ``landlock``: ``auto`` (use it when available), ``on`` (required) or ``off``.
+    ``landlock``: ``auto`` (use it when available), ``on`` (required) or ``off``;
+    ``allow_network``: grade even where kernels cannot get a network namespace of their own
+    (otherwise :class:`NetworkIsolationError`, before anything runs).
     """
-    limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock)
+    limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock, allow_network)
+    if not allow_network:
+        from .namespaces import available
+
+        why = available()
+        if why:
+            raise NetworkIsolationError(
+                f"cannot cut student code off the network here ({why}); grade in a container "
+                "with --network none, or pass --allow-network to grade without that isolation"
+            )
     jobs = jobs or os.cpu_count() or 1
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
@@ -285,7 +346,9 @@ def autograde(
     # that crashes leaves the real gradebook as it was.
     base = Path(tempfile.mkdtemp(prefix="normedu-grade-"))
     work = replace(course, db_file=base / "gradebook.db")
-    report = AutogradeReport(assignment, jobs=jobs, sandbox=sandbox_description(landlock))
+    report = AutogradeReport(
+        assignment, jobs=jobs, sandbox=sandbox_description(landlock, allow_network)
+    )
     run = _Run(course, work, assignment, notebook, base, limits, jobs, force, progress, report, t0)
     try:
         with gradebook.working_copy(course.db_path, work.db_path):
@@ -303,7 +366,8 @@ def _queue(run: _Run, everyone: list[str]) -> list[tuple[str, Path, str, bool]]:
         path = run.course.submitted_dir(student, run.assignment) / f"{run.notebook}.ipynb"
         sha = hashlib.sha256(path.read_bytes() if path.exists() else b"").hexdigest()
         previous = st.load(run.course, run.assignment, student)
-        if previous and previous.sha256 == sha and not run.force:
+        regrade = previous is not None and previous.status == st.GRADING_FAILED
+        if previous and previous.sha256 == sha and not run.force and not regrade:
             run.report.skipped.append(student)
         else:
             queue.append((student, path, sha, may_run_long(path)))
@@ -326,13 +390,24 @@ class _Stages:
         #: manual scores and comments dropped because the student's file changed
         self.dropped: dict[str, list[dict]] = {}
         self.executed_root = run.base / "executed"
+        self.tests = trusted_tests(course, assignment, notebook, self.expected)
         #: The kernel fields of every job: the workers start their first kernel from them.
         self.kernel = {
             "memory_mb": run.limits.memory_mb,
             "threads": max(1, (os.cpu_count() or 1) // run.jobs),
             "landlock": run.limits.landlock,
             "preload": list(preloads(course, assignment, notebook)),
+            "network": run.limits.allow_network,
         }
+
+    def release_notebook(self):
+        """The released notebook (None where ``exercises/`` lacks it), read once."""
+        if not hasattr(self, "_release_nb"):
+            import nbformat
+
+            path = self.run.course.release_dir(self.run.assignment) / f"{self.run.notebook}.ipynb"
+            self._release_nb = nbformat.read(path, as_version=4) if path.exists() else None
+        return self._release_nb
 
     def prepare(self, student: str, path: Path, sha: str, long: bool = False) -> Job | None:
         """Check and sanitize one submission: a job to run, or None (verdict recorded)."""
@@ -358,10 +433,28 @@ class _Stages:
                     status = st.wrong_assignment(belongs_to(nb, self.others))
         if not problem:
             tampered = tampering(nb, self.expected)
-            try:
-                clean = sanitize(course, nb, run.assignment, notebook, student)
-            except Exception as exc:  # nbgrader rejects malformed nbgrader metadata
-                problem = f"nbgrader could not read its cells: {str(exc).splitlines()[0][:160]}"
+            forged, clean = forged_metadata(nb, self.expected), None
+            if not forged:
+                try:
+                    clean = sanitize(course, nb, run.assignment, notebook, student)
+                except Exception as exc:  # nbgrader rejects malformed nbgrader metadata
+                    forged = [f"nbgrader could not read its cells ({_first_line(exc)})"]
+            if clean is None:
+                # Graded on its answers, with the release's cells (:mod:`.forged`).
+                release_nb = self.release_notebook()
+                if release_nb is None:
+                    problem = forged[0]
+                else:
+                    nb = rebuild(release_nb, nb)
+                    tampered = [
+                        *forged,
+                        "nbgrader metadata edited: graded with the release's test cells and "
+                        "points, the answer cells copied in",
+                    ]
+                    try:
+                        clean = sanitize(course, nb, run.assignment, notebook, student)
+                    except Exception as exc:  # noqa: BLE001 - reported as the verdict
+                        problem = f"nbgrader could not read its cells: {_first_line(exc)}"
         if problem:
             gradebook.forget(course, run.assignment, student)
             run.report.verdicts[student] = st.Verdict(
@@ -379,6 +472,7 @@ class _Stages:
             "result": str(job_dir / "result.json"),
             "cell_timeout": run.limits.cell_timeout,
             "wall_timeout": run.limits.wall_timeout,
+            "tests": self.tests,
             **self.kernel,
         }
         return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected), long)

@@ -218,6 +218,103 @@ def submission(source_nb, release_nb, kind: str, **kw) -> nbformat.NotebookNode 
     return nb
 
 
+# -- attacks on the grader itself (issue 31) -------------------------------------------------
+#: Code a hostile student appends to the first answer cell, all answers left as the stubs: the
+#: right grade of each is 0. Each targets the grading machinery, not the sandbox's files.
+ATTACKS: dict[str, str] = {
+    # IPython runs the later cells: a custom exception handler that publishes no error output
+    # (IPython 9 only records a custom handler's result), so failing test cells look passed.
+    "custom_exc": """
+def _swallow(shell, etype, value, tb, tb_offset=None):
+    return []
+get_ipython().set_custom_exc((Exception,), _swallow)
+""",
+    # An input transformer that rewrites every later test cell to nothing.
+    "transformer": """
+def _rewrite(lines):
+    text = "".join(lines)
+    return ["pass\\n"] if ("grade" in text or "assert" in text) else lines
+get_ipython().input_transformers_cleanup.append(_rewrite)
+""",
+    # NumPy's comparisons and every check of normedu.grading replaced with no-ops.
+    "monkeypatch": """
+import importlib, pkgutil
+import numpy as _np
+import normedu.grading as _g
+_np.allclose = lambda *a, **k: True
+_np.array_equal = lambda *a, **k: True
+_np.isclose = lambda a, b, *r, **k: _np.ones(_np.broadcast(a, b).shape, dtype=bool)
+for _m in pkgutil.iter_modules(_g.__path__):
+    _mod = importlib.import_module("normedu.grading." + _m.name)
+    for _name in dir(_mod):
+        if _name.startswith(("check", "assert")) and callable(getattr(_mod, _name)):
+            setattr(_mod, _name, lambda *a, **k: None)
+""",
+    # Data out of the sandbox: TCP to this machine and a Unix socket outside the working copy.
+    "network": """
+import socket as _socket
+try:
+    _s = _socket.create_connection(("127.0.0.1", {PORT}), timeout=3)
+    _s.sendall(b"LEAK-TCP")
+    _s.close()
+except OSError:
+    pass
+try:
+    _u = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    _u.settimeout(3)
+    _u.connect({UNIX_PATH!r})
+    _u.sendall(b"LEAK-UNIX")
+    _u.close()
+except OSError:
+    pass
+""",
+    # Kill every grading process above the kernel (its zygote, its worker), and leave a
+    # process in a new session behind.
+    "kill_parent": """
+import os, signal, subprocess
+subprocess.Popen(["sleep", "{SLEEPER}"], start_new_session=True)
+_pid, _victims = os.getpid(), []
+for _ in range(32):  # up the ancestors (no while loop: graded in roster order)
+    with open(f"/proc/{_pid}/stat") as _f:
+        _pid = int(_f.read().rsplit(")", 1)[1].split()[1])
+    if _pid <= 1:
+        break
+    try:
+        with open(f"/proc/{_pid}/cmdline", "rb") as _f:
+            if b"normedu.course" in _f.read():
+                _victims.append(_pid)
+    except OSError:
+        pass
+for _pid in reversed(_victims):  # the farthest first: the nearest's death would kill us
+    try:
+        os.kill(_pid, signal.SIGKILL)
+    except OSError:
+        pass
+""",
+}
+
+
+def attack(source_nb, release_nb, name: str, **kw) -> nbformat.NotebookNode:
+    """A stub hand-in (every answer as released) with the attack ``name`` of :data:`ATTACKS`
+    appended to its first answer cell, or ``forged_metadata``: test cells' grade ids removed
+    and points raised (``answers="correct"`` fills in the solutions first). ``kw`` fills the
+    attack's ``{PORT}``, ``{UNIX_PATH}``, ``{SLEEPER}``."""
+    if name == "forged_metadata":
+        nb = submission(source_nb, release_nb, kw.get("answers", "stub"))
+        tests = _cells_of(nb, solution=False)
+        del tests[0].metadata["nbgrader"]["grade_id"]
+        for cell in tests[1:]:
+            cell.metadata["nbgrader"]["points"] = 100
+        return nb
+    nb = submission(source_nb, release_nb, "stub")
+    code = ATTACKS[name]
+    for key in ("PORT", "SLEEPER"):
+        code = code.replace("{" + key + "}", str(kw.get(key.lower(), 0)))
+    code = code.replace("{UNIX_PATH!r}", repr(str(kw.get("unix_path", "/nonexistent"))))
+    _cells_of(nb, solution=True)[0].source += "\n" + code
+    return nb
+
+
 def write_submission(path: str | Path, content) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Any, Int, List, Unicode
+from traitlets import Any, Bool, Int, List, Unicode
 
 from .zygote import fork_kernel
 
@@ -29,6 +29,7 @@ class SandboxKernelManager(AsyncKernelManager):
     sandbox_memory_mb = Int(0).tag(config=True)
     sandbox_threads = Int(1).tag(config=True)
     sandbox_landlock = Unicode("auto").tag(config=True)
+    sandbox_network = Bool(False).tag(config=True)
     sandbox_readable = List(Unicode()).tag(config=True)
     sandbox_zygote = Any(None, allow_none=True)
 
@@ -38,6 +39,7 @@ class SandboxKernelManager(AsyncKernelManager):
             "memory_mb": self.sandbox_memory_mb,
             "threads": self.sandbox_threads,
             "landlock": self.sandbox_landlock,
+            "network": self.sandbox_network,
             "readable": list(self.sandbox_readable),
         }
         # Without a zygote (or with one that died): through the wrapper, confined the same.
@@ -55,6 +57,8 @@ class SandboxKernelManager(AsyncKernelManager):
             "--threads", str(self.sandbox_threads),
             "--landlock", self.sandbox_landlock,
         ]  # fmt: skip
+        if self.sandbox_network:
+            wrapper.append("--allow-network")
         for path in self.sandbox_readable:
             wrapper += ["--readable", path]
         return [*wrapper, "--", *cmd]

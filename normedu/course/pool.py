@@ -37,6 +37,39 @@ class Job:
     untouched: bool = False
     #: it may run to its time limit (:func:`.checks.may_run_long`): nothing waits behind it
     long: bool = False
+    #: how many workers died while running it (it is graded again, up to :data:`RETRIES`)
+    deaths: int = 0
+    #: held by a worker that died: graded again alone in a worker, nothing queued behind it
+    alone: bool = False
+
+
+#: A submission held by a worker that died is graded again this often, in another worker.
+RETRIES = 2
+
+
+_PID_NAMESPACE: list[str] | None = None
+
+
+def pid_namespace() -> list[str]:
+    """The command prefix that starts a worker as the first process of a PID namespace of its
+    own, with its own ``/proc`` (``unshare --pid --fork --mount-proc``; inside a user
+    namespace when not root), or [] where the system refuses. When the worker dies, killed
+    or not, the Linux kernel kills every process in its namespace: its zygote, its kernels
+    and whatever they started, ``setsid`` or not. Nothing of a dead worker outlives it."""
+    global _PID_NAMESPACE
+    if _PID_NAMESPACE is None:
+        _PID_NAMESPACE = []
+        base = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
+        user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+        if sys.platform.startswith("linux") and shutil.which("unshare"):
+            command = [*base[:1], *user, *base[1:]]
+            try:
+                probe = subprocess.run([*command, "true"], capture_output=True, timeout=30)
+                if probe.returncode == 0:
+                    _PID_NAMESPACE = command
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    return _PID_NAMESPACE
 
 
 class Worker:
@@ -52,7 +85,7 @@ class Worker:
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         self.log_path = logdir / f"worker-{index}.log"
-        command = [sys.executable, "-m", "normedu.course.worker", "--serve"]
+        command = [*pid_namespace(), sys.executable, "-m", "normedu.course.worker", "--serve"]
         pipes = [str(to_worker_r), str(from_worker_w)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
@@ -74,17 +107,22 @@ class Worker:
     def holds_long(self) -> bool:
         """Is a job that may run to its time limit among those it holds? Then nothing more
         is queued behind it: that would wait for the limit too."""
-        return any(job.long for job in self.jobs)
+        return any(job.long or job.alone for job in self.jobs)
 
     @property
     def fd(self) -> int:
         return self._from_worker
 
-    def send(self, job: Job) -> None:
+    def send(self, job: Job) -> bool:
+        """Hand ``job`` over; False (nothing held) when the worker is already dead."""
+        try:
+            os.write(self._to_worker, (str(job.dir / "job.json") + "\n").encode())
+        except BrokenPipeError:
+            return False
         if not self.jobs:
             self.started = time.monotonic()
         self.jobs.append(job)
-        os.write(self._to_worker, (str(job.dir / "job.json") + "\n").encode())
+        return True
 
     def receive(self) -> tuple[list[Job], bool]:
         """``(finished jobs, worker died)`` after reading what the worker answered."""
@@ -120,8 +158,9 @@ class Worker:
 
 class Pool:
     """``jobs`` long-lived workers: :meth:`send` a job where there is room, :meth:`poll` for
-    the finished ones, each as ``(job, result)``. A worker that dies or hangs past the backstop
-    yields results with ``worker_failed`` for its jobs and is replaced."""
+    the finished ones, each as ``(job, result)``. A worker that dies is replaced, and the
+    submissions it held are graded again by the others (:data:`RETRIES` times at most, then
+    ``worker_failed``); one that hangs past the backstop yields ``worker_failed`` results."""
 
     def __init__(
         self,
@@ -148,6 +187,8 @@ class Pool:
         self._kernel = kernel
         self._spawned = 0
         self.workers = [self._spawn() for _ in range(jobs)]
+        #: jobs of dead workers, to be sent again (before any new one)
+        self.again: list[Job] = []
         self.bar = tqdm(
             total=total, desc="autograde", unit="sub", disable=not progress, file=sys.stderr
         )
@@ -156,32 +197,43 @@ class Pool:
         self._spawned += 1
         return Worker(self._env, self._logdir, self._spawned, self._kernel)
 
-    def room(self) -> Worker | None:
-        """The least loaded worker with room for a job (a dead idle one is replaced)."""
+    def room(self, alone: bool = False) -> Worker | None:
+        """The least loaded worker with room for a job (a dead idle one is replaced);
+        ``alone``: only a worker that holds nothing."""
         for i, worker in enumerate(self.workers):
             if not worker.jobs and worker.proc.poll() is not None:
                 worker.kill()
                 self.workers[i] = self._spawn()
         worker = min(self.workers, key=lambda w: (w.holds_long(), len(w.jobs)))
-        room = 1 if worker.holds_long() else Worker.PREFETCH
+        room = 1 if worker.holds_long() or alone else Worker.PREFETCH
         return worker if len(worker.jobs) < room else None
 
     def busy(self) -> bool:
-        return any(w.jobs for w in self.workers)
+        return bool(self.again) or any(w.jobs for w in self.workers)
+
+    def _replace(self, worker: Worker) -> None:
+        worker.kill()
+        self.workers[self.workers.index(worker)] = self._spawn()
 
     def send(self, job: Job) -> None:
         # A short name: the kernel's Unix sockets go in here, and a socket path must stay
         # under 108 bytes.
         job.spec["workdir"] = tempfile.mkdtemp(prefix="k", dir=self.scratch)
         (job.dir / "job.json").write_text(json.dumps(job.spec))
-        worker = self.room()
-        if worker is None:
-            raise RuntimeError("send() needs a worker with room")
-        worker.send(job)
+        for _ in range(len(self.workers) + 2):
+            worker = self.room(job.alone)
+            if worker is None:
+                raise RuntimeError("send() needs a worker with room")
+            if worker.send(job):
+                return
+            self._replace(worker)  # it died since it was last polled
+        raise RuntimeError("no grading worker stays alive")
 
     def poll(self, timeout: float) -> list[tuple[Job, dict]]:
         import select
 
+        while self.again and self.room(alone=True) is not None:
+            self.send(self.again.pop(0))
         busy = [w for w in self.workers if w.jobs]
         if not busy:
             return []
@@ -190,12 +242,32 @@ class Pool:
         for worker in busy:
             if worker.fd in ready:
                 finished, died = worker.receive()
+                if died:
+                    finished = self._after_death(worker, finished)
                 done += [self._result(worker, job, backstop=False) for job in finished]
             elif time.monotonic() - worker.started > self._wall + 60:
                 # The worker enforces the wall clock itself; this is the backstop if it hangs.
                 jobs, worker.jobs = worker.jobs, []
                 worker.kill()
                 done += [self._result(worker, job, backstop=True) for job in jobs]
+        return done
+
+    def _after_death(self, worker: Worker, held: list[Job]) -> list[Job]:
+        """A worker died holding ``held``: the jobs it finished (result written) are done; the
+        others go to :attr:`again`, each to be graded alone, except the one it was running
+        (the first) after its :data:`RETRIES`-th death: done, failed. The dead worker is
+        replaced by a fresh one."""
+        done = []
+        running = True
+        for job in held:
+            if Path(job.spec["result"]).exists():
+                done.append(job)
+                continue
+            job.alone = True
+            job.deaths += running
+            running = False
+            (done if job.deaths > RETRIES else self.again).append(job)
+        self._replace(worker)
         return done
 
     def _result(self, worker: Worker, job: Job, backstop: bool) -> tuple[Job, dict]:
@@ -208,7 +280,7 @@ class Pool:
             "timed_out": backstop,
             "reason": "the grading worker was stopped after the time limit"
             if backstop
-            else f"the grading worker failed (exit {worker.proc.poll()})",
+            else f"the grading worker died {job.deaths} times while grading it",
             "log": worker.log_path.read_text(errors="replace")[-2000:],
         }
 

@@ -12,10 +12,13 @@
   inside its working directory (and to ``/dev``), and read only the system, Python and the
   ``normedu`` package, so absolute paths to the gradebook, to ``solutions/`` or to other
   students' files fail with ``PermissionError``. :func:`landlock_abi` says whether it is on.
+  From ABI 6 it also scopes signals and abstract Unix sockets to the sandbox: the kernel
+  cannot signal its worker, its zygote or the grading run, nor ``kill(-1)`` them;
+- unless ``--allow-network``: namespaces of its own (:mod:`.namespaces`): no network, and a
+  root that holds only what it may read and its working copy (no Unix socket outside it).
 
-Limits, stated in the instructor guide: the kernel still runs as the grading user, may use the
-network, and a fork bomb or CPU hog is bounded only by the time limits. Use a container for
-high-stakes grading.
+Limits, stated in the instructor guide: the kernel still runs as the grading user, and a fork
+bomb or CPU hog is bounded only by the time limits. Use a container for high-stakes grading.
 
 :class:`normedu.course.kernel_manager.SandboxKernelManager` is the ``jupyter_client`` kernel
 manager that puts this wrapper in front of the kernel command (or forks the kernel from a
@@ -44,12 +47,25 @@ _MAKE_SYM, _REFER, _TRUNCATE = 1 << 12, 1 << 13, 1 << 14
 _READ = _EXECUTE | _READ_FILE | _READ_DIR
 _FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+# Landlock ABI 4: TCP bind/connect rights; ABI 6: scopes (what a domain may reach outside).
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+#: Landlock ABI from which a kernel cannot signal any process outside its own sandbox.
+SIGNAL_SCOPE_ABI = 6
 
 #: The thread counts of the BLAS/OpenMP libraries: read once, when a library loads.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 #: Environment variables passed through to the kernel; everything else is dropped.
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "JPY_PARENT_PID", "JPY_SESSION_NAME", "TZ")
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneath(ctypes.Structure):
@@ -106,8 +122,15 @@ def _apply_landlock(workdir: str, readable: list[str]) -> None:
     if abi >= 3:
         handled |= _TRUNCATE
     libc = _libc()
-    attr = ctypes.c_uint64(handled)
-    fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(8), 0)
+    # ABI 6+: no signal to any process outside this sandbox (its worker, its zygote, the
+    # grading run: kill(-1) included) and no connection to an abstract Unix socket outside
+    # it. The network's own isolation is the namespace of namespaces.isolate().
+    attr = _RulesetAttr(handled, 0, 0)
+    size = 8
+    if abi >= SIGNAL_SCOPE_ABI:
+        attr.scoped = _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL
+        size = ctypes.sizeof(_RulesetAttr)
+    fd = libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
 
@@ -128,7 +151,9 @@ def _apply_landlock(workdir: str, readable: list[str]) -> None:
     for path in readable:
         allow(path, _READ)
     allow("/dev", _READ | _WRITE_FILE | _TRUNCATE)
-    allow(workdir, handled)
+    # Everything in the working copy but device files: a kernel running as root could
+    # otherwise mknod the machine's disk there and read or write it raw.
+    allow(workdir, handled & ~(_MAKE_CHAR | _MAKE_BLOCK))
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     if libc.syscall(_SYS_RESTRICT_SELF, fd, 0) != 0:
@@ -177,11 +202,14 @@ def confine(
     threads: int = 1,
     landlock: str = "auto",
     readable: list[str] | tuple[str, ...] = (),
+    network: bool = True,
 ) -> dict[str, str]:
     """Confine THIS process (see the module docstring) and return the kernel's environment.
 
     Called by :func:`main` just before it ``exec``s the kernel, and by a forked kernel of
     :mod:`.zygote` before it starts. ``readable``: extra read-only paths (the connection file).
+    ``network``: False cuts the kernel off every connection out of its sandbox
+    (:func:`.namespaces.isolate`); where the system refuses, the kernel does not start.
     """
     workdir = os.path.realpath(workdir)
     os.chdir(workdir)
@@ -195,6 +223,14 @@ def confine(
     fsize = fsize_mb * 2**20
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if not network:
+        from .namespaces import isolate
+
+        try:
+            isolate(workdir, read_only_paths() + list(readable))
+        except OSError as exc:
+            raise SystemExit(f"sandbox: no network isolation: {exc}") from exc
+        die_with_parent()  # a new user namespace changes credentials, which clears it
     if landlock != "off":
         try:
             _apply_landlock(workdir, read_only_paths() + list(readable))
@@ -211,6 +247,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fsize-mb", type=int, default=64, help="largest file the kernel writes")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--landlock", choices=("auto", "on", "off"), default="auto")
+    parser.add_argument("--allow-network", action="store_true", help="no network namespace")
     parser.add_argument("--readable", action="append", default=[], help="extra read-only path")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
@@ -223,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
         fsize_mb=args.fsize_mb,
         threads=args.threads,
         landlock=args.landlock,
+        network=args.allow_network,
         readable=args.readable + connection_files(command),
     )
     os.execve(command[0], command, env)

@@ -19,11 +19,23 @@ UNGRADABLE = "ungradable (corrupt notebook)"
 #: Followed by the assignment the notebook belongs to: ``wrong assignment (drift)``.
 WRONG_ASSIGNMENT = "wrong assignment"
 TIMED_OUT = "timed out"
+#: The grading machinery failed on it (its worker died on every try): no grade, re-graded by
+#: the next autograde run. Never "failed tests", which would blame the student.
+GRADING_FAILED = "grading failed"
 MISSING = "missing"
 #: The status column's values (``wrong assignment`` carries the other assignment's name).
 #: ``missing``: in the gradebook (e.g. graded on another assignment) but nothing handed in
 #: for this one. The autograde summary counts "graded" notebooks: a word no status uses.
-STATUSES = (PASSED, FAILED, NOT_ATTEMPTED, UNGRADABLE, WRONG_ASSIGNMENT, TIMED_OUT, MISSING)
+STATUSES = (
+    PASSED,
+    FAILED,
+    NOT_ATTEMPTED,
+    UNGRADABLE,
+    WRONG_ASSIGNMENT,
+    TIMED_OUT,
+    MISSING,
+    GRADING_FAILED,
+)
 #: Statuses of files whose code was never run: their ``tampered`` column is empty.
 NOT_RUN = (UNGRADABLE, WRONG_ASSIGNMENT, MISSING)
 

@@ -153,9 +153,14 @@ async def _execute(nb, km, cell_timeout: float, state: dict) -> None:
     finally:
         # nbclient registers an exit handler per client; a long-lived worker must not pile them.
         atexit.unregister(client._cleanup_kernel)
+        if state.get("channel") is not None:
+            state["channel"].close()
 
 
 async def _execute_cells(client, nb, state: dict) -> None:
+    from .trusted import check_cell
+
+    tests = state.get("tests") or {}
     async with client.async_setup_kernel():
         count = 0
         for index, cell in enumerate(nb.cells):
@@ -165,6 +170,10 @@ async def _execute_cells(client, nb, state: dict) -> None:
             client._current_index = index
             count += 1
             await client.async_execute_cell(cell, index, execution_count=count)
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            # The grade is decided on the trusted side (a cell timed out in the kernel stays 0).
+            if grade_id in tests and index not in state["timeout_cells"]:
+                await check_cell(client, cell, tests[grade_id], grade_id, state, client.timeout)
             state["next"] = index + 1
 
 
@@ -187,6 +196,9 @@ class KernelSettings(NamedTuple):
     landlock: str
     #: modules its zygote imports ahead (:func:`.autograde.preloads`)
     preload: tuple[str, ...]
+    #: True: the kernel keeps the machine's network (``--allow-network``); else it gets a
+    #: network and mount namespace of its own (:func:`.namespaces.isolate`)
+    network: bool = False
 
     @property
     def zygote_key(self) -> tuple[int, tuple[str, ...]]:
@@ -202,6 +214,7 @@ def _settings(job: dict, kernel_name: str = "python3") -> KernelSettings:
         int(job.get("threads", 1)),
         job.get("landlock", "auto"),
         tuple(job.get("preload", ())),
+        bool(job.get("network", False)),
     )
 
 
@@ -214,6 +227,7 @@ def _kernel_manager(settings: KernelSettings, workdir: Path, zygote=None):
         sandbox_memory_mb=settings.memory_mb,
         sandbox_threads=settings.threads,
         sandbox_landlock=settings.landlock,
+        sandbox_network=settings.network,
         sandbox_zygote=zygote,
         # Unix sockets in the kernel's own working copy (where Landlock lets it create them):
         # no TCP port races between parallel kernels, no warning about unencrypted TCP.
@@ -244,6 +258,10 @@ class Spare:
     def pid(self) -> int | None:
         process = getattr(getattr(self.km, "provisioner", None), "process", None)
         return getattr(process, "pid", None)
+
+    def alive(self) -> bool:
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        return process is not None and process.poll() is None
 
     def discard(self) -> None:
         if self.pid is not None:
@@ -279,7 +297,7 @@ def run_job(job: dict, spare: Spare | None = None, keep: Iterable[int] = (), zyg
         km = _kernel_manager(settings, workdir, zygote)
     # The working copy: the student's notebook and nothing else of the course.
     shutil.copy(job["notebook"], workdir / Path(job["notebook"]).name)
-    state: dict = {"next": 0, "timeout_cells": []}
+    state: dict = {"next": 0, "timeout_cells": [], "tests": job.get("tests")}
     timed_out = False
     dead_cell = None
     reason = None
@@ -330,6 +348,7 @@ def run_job(job: dict, spare: Spare | None = None, keep: Iterable[int] = (), zyg
         "reason": reason,
         "wall_s": round(time.perf_counter() - start, 3),
         "landlock": job.get("landlock", "auto") != "off" and landlock_abi() > 0,
+        "interference": state.get("interference", []),
     }
     Path(job["result"]).write_text(json.dumps(result))
     return result
@@ -357,6 +376,8 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
 
     def zygote_for(settings: KernelSettings) -> Zygote | None:
         key = settings.zygote_key
+        if zygotes.get(key) is not None and zygotes[key].process.poll() is not None:
+            zygotes.pop(key).close()  # killed (a kernel without signal scoping can): anew
         if key not in zygotes:
             try:
                 zygotes[key] = Zygote(*key)
@@ -395,8 +416,18 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
             try:
                 job = json.loads(Path(job_file).read_text())
                 settings = _settings(job)
+                if current is not None and not current.alive():
+                    current.discard()  # its zygote was killed under it
+                    current = None
                 spare = start_spare(settings)
-                run_job(job, current, keep=kept(), zygote=zygote_for(settings))
+                try:
+                    run_job(job, current, keep=kept(), zygote=zygote_for(settings))
+                except Exception:  # the machinery failed, not the submission: once more
+                    import traceback
+
+                    traceback.print_exc()
+                    kill_descendants(keep=kept())
+                    run_job(job, None, keep=kept(), zygote=zygote_for(settings))
             except Exception:  # report, and keep serving the next submission
                 import traceback
 
