@@ -131,6 +131,6 @@ def test_autograde_stops_where_kernels_cannot_be_cut_off_the_network(tmp_path, m
     from normedu.course.autograde import NetworkIsolationError, autograde
     from normedu.course.config import Course
 
-    monkeypatch.setattr(namespaces, "available", lambda: "unshare(CLONE_NEWNET) refused")
+    monkeypatch.setattr(namespaces, "available", lambda readable: "unshare(CLONE_NEWNET) refused")
     with pytest.raises(NetworkIsolationError, match="--allow-network"):
         autograde(Course(root=tmp_path), "demo")

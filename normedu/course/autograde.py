@@ -57,7 +57,9 @@ from .config import Course, ensure_alembic, silence_nbgrader_warnings, student_s
 from .forged import forged_metadata, rebuild
 from .pool import Job, Pool
 from .release import register
+from .sandbox import describe_sandbox
 from .students import sync_names
+from .verdicts import note_resubmission, verdict_of
 
 #: Defaults for the limits. The memory cap is on the kernel's address space: a one-thread
 #: kernel that imports torch peaked at about 0.6 GiB here, so 4 GiB leaves room to spare.
@@ -130,99 +132,6 @@ class _Run:
     t0: float
 
 
-def _verdict(course: Course, assignment: str, job: Job, result: dict, report) -> st.Verdict:
-    notes = list(job.notes) + list(job.tampered)
-    if result.get("interference"):
-        notes.append(
-            f"test cell(s) {', '.join(result['interference'])} passed in the notebook's own run "
-            "but failed the grader's check: code in the submission seems to interfere with "
-            "how test cells run (graded by the grader's check)"
-        )
-    if result.get("reason"):
-        notes.append(result["reason"])
-    if result.get("timeout_cells"):
-        limit = job.spec["cell_timeout"]
-        notes.append(f"cell(s) {result['timeout_cells']} ran past the {limit:g} s cell time limit")
-    scores = None
-    if result.get("worker_failed"):
-        report.errors.append(f"{job.student}: {result['reason']}\n{result.get('log', '')}")
-        gradebook.forget(course, assignment, job.student)
-    else:
-        scores = gradebook.scores(course, assignment, job.student)
-    if result.get("worker_failed") and not result.get("timed_out"):
-        status = st.GRADING_FAILED
-    elif result.get("timed_out"):
-        status = st.TIMED_OUT
-    elif scores is None:
-        status = st.FAILED
-        if not result.get("worker_failed"):
-            notes.append("nbgrader could not record this submission")
-            report.errors.append(f"{job.student}: not recorded by nbgrader")
-    else:
-        failed = [g for g, s, m in scores if s < m]
-        status = st.FAILED if failed else st.PASSED
-        if failed and job.untouched and not result.get("timed_out"):
-            status = st.NOT_ATTEMPTED
-        # A blank sheet fails every test: "not attempted" says it all.
-        if failed and status != st.NOT_ATTEMPTED:
-            notes.append("failed: " + ", ".join(failed))
-    if status in (st.FAILED, st.TIMED_OUT):
-        # What went wrong in the student's own code, first: it is the first thing to read.
-        notes[:0] = _answer_errors(course, assignment, job.student)
-    return st.Verdict(
-        job.student,
-        assignment,
-        status,
-        tampered=bool(job.tampered or result.get("interference")),
-        notes=notes,
-        sha256=job.sha256,
-        seconds=float(result.get("wall_s", 0.0)),
-        sandbox=report.sandbox
-        if result.get("landlock")
-        else sandbox_description("off", job.spec.get("network", False)),
-    )
-
-
-def _answer_errors(course: Course, assignment: str, student: str) -> list[str]:
-    """Syntax errors and exceptions in the student's functions (:mod:`.diagnose`), read from
-    the notebook nbgrader autograded; none when it cannot be read."""
-    import nbformat
-
-    from .diagnose import answer_errors
-
-    (notebook,) = course.notebooks(assignment)[:1]
-    path = course.autograded_dir(student, assignment) / f"{notebook}.ipynb"
-    try:
-        return answer_errors(nbformat.read(path, as_version=4))
-    except Exception:  # a missing or unreadable notebook: the other notes say why
-        return []
-
-
-def _resubmitted(course: Course, assignment: str, verdict: st.Verdict, dropped: list[dict]):
-    """Notes on the manual scores and comments that a changed hand-in dropped; a test whose
-    new automatic score is below the dropped manual one is flagged for review."""
-    now = {g: (s, m) for g, s, m in gradebook.scores(course, assignment, verdict.student) or []}
-    review = []
-    for d in dropped:
-        if "comment" in d:
-            verdict.notes.append(
-                f"resubmitted: the grader's comment on {d['comment']} about the earlier hand-in "
-                "was removed"
-            )
-            continue
-        score = now.get(d["test"], (0.0, d["max"]))[0]
-        line = (
-            f"resubmitted: the manual score {d['manual']:g}/{d['max']:g} on {d['test']}, given "
-            f"to the earlier hand-in, no longer applies (autograded {score:g}/{d['max']:g}"
-        )
-        if score < d["manual"] and d["test"] in now:
-            review.append(d["test"])
-            line += "; flagged for the instructor's review"
-        verdict.notes.append(line + ")")
-    if review:
-        gradebook.flag_for_review(course, assignment, verdict.student, review)
-
-
 #: Heavy modules a kernel's zygote may import ahead when the assignment's notebook uses them,
 #: each with the parts of itself it imports only at first use (:mod:`normedu.torch_imports`).
 #: The graded notebooks reach torch's autograd part (1 s of CPU in every graded kernel of the
@@ -267,21 +176,6 @@ def trusted_tests(course: Course, assignment: str, notebook: str, expected) -> d
     return {c.grade_id: c.source for c in tests if c.grade_id not in left}
 
 
-def sandbox_description(landlock: str = "auto", allow_network: bool = False) -> str:
-    from .sandbox import SIGNAL_SCOPE_ABI, landlock_abi
-
-    abi = landlock_abi()
-    network = " + network namespace" if not allow_network else " (network allowed)"
-    if landlock != "off" and abi > 0:
-        signals = (
-            ", no signals out"
-            if abi >= SIGNAL_SCOPE_ABI
-            else " (ABI < 6: signals to grading processes are not blocked)"
-        )
-        return f"working copy + rlimits + Landlock ABI {abi}{signals}{network}"
-    return "working copy + rlimits (no Landlock: absolute paths are not blocked)" + network
-
-
 class NetworkIsolationError(ValueError):
     """The system gives a kernel no network namespace of its own, and the instructor did not
     pass ``allow_network``."""
@@ -313,8 +207,9 @@ def autograde(
     limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock, allow_network)
     if not allow_network:
         from .namespaces import available
+        from .sandbox import read_only_paths
 
-        why = available()
+        why = available(read_only_paths())
         if why:
             raise NetworkIsolationError(
                 f"cannot cut student code off the network here ({why}); grade in a container "
@@ -347,7 +242,7 @@ def autograde(
     base = Path(tempfile.mkdtemp(prefix="normedu-grade-"))
     work = replace(course, db_file=base / "gradebook.db")
     report = AutogradeReport(
-        assignment, jobs=jobs, sandbox=sandbox_description(landlock, allow_network)
+        assignment, jobs=jobs, sandbox=describe_sandbox(landlock, allow_network)
     )
     run = _Run(course, work, assignment, notebook, base, limits, jobs, force, progress, report, t0)
     try:
@@ -492,7 +387,7 @@ class _Stages:
                 log = outcome.get("log", "")[-4000:]
                 report.errors.append(f"nbgrader autograde reported errors:\n{log}")
         for job, result in batch:
-            verdict = _verdict(run.course, run.assignment, job, result, report)
+            verdict = verdict_of(run.course, run.assignment, job, result, report)
             previous = st.load(run.course, run.assignment, job.student)
             if previous is not None and previous.sha256 == job.sha256:
                 # Re-graded, same file: its manual scores still apply (nbgrader kept them
@@ -501,7 +396,7 @@ class _Stages:
                 if st.kind(verdict.status) not in st.NOT_RUN:
                     gradebook.keep_manual(run.course, run.assignment, job.student)
             if self.dropped.get(job.student) and st.kind(verdict.status) not in st.NOT_RUN:
-                _resubmitted(run.course, run.assignment, verdict, self.dropped[job.student])
+                note_resubmission(run.course, run.assignment, verdict, self.dropped[job.student])
             report.verdicts[job.student] = verdict
         report.record_seconds += time.perf_counter() - t_record
 

@@ -137,17 +137,16 @@ def isolate(workdir: str, readable: list[str]) -> None:
     _private_root(os.path.realpath(workdir), readable)
 
 
-def available() -> str | None:
+def available(readable: list[str]) -> str | None:
     """None when :func:`isolate` works here, else why not (tried in a forked child in a
-    scratch folder, so that this process keeps its network and its root)."""
+    scratch folder, so that this process keeps its network and its root). ``readable``: what
+    the kernel may read (:func:`.sandbox.read_only_paths`), passed in so that this module
+    does not import the sandbox back."""
     import shutil
     import tempfile
 
     if not sys.platform.startswith("linux"):
         return "network namespaces exist only on Linux"
-    from .sandbox import read_only_paths
-
-    readable = read_only_paths()
     scratch = tempfile.mkdtemp(prefix="normedu-probe-")
     r, w = os.pipe()
     pid = os.fork()

@@ -240,6 +240,20 @@ def confine(
     return env
 
 
+def describe_sandbox(landlock: str = "auto", allow_network: bool = False) -> str:
+    """One line for the report and the notes: what confines a kernel on this machine."""
+    abi = landlock_abi()
+    network = " + network namespace" if not allow_network else " (network allowed)"
+    if landlock != "off" and abi > 0:
+        signals = (
+            ", no signals out"
+            if abi >= SIGNAL_SCOPE_ABI
+            else " (ABI < 6: signals to grading processes are not blocked)"
+        )
+        return f"working copy + rlimits + Landlock ABI {abi}{signals}{network}"
+    return "working copy + rlimits (no Landlock: absolute paths are not blocked)" + network
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m normedu.course.sandbox")
     parser.add_argument("--workdir", required=True)
