@@ -77,7 +77,7 @@ def eval_mode(dev: str) -> Claim:
         measured=f"digits CNN test acc: eval mode {ev['eval_full']:.1%} (batch 1 too: "
         f"{ev['eval_batch1']:.1%}); left in training mode: {ev['train_batch1']:.1%} at "
         "batch 1, "
-        f"{ev['train_sorted8']:.1%} on same-digit batches of 8",
+        f"{ev['train_sorted8']:.1%} on digit-sorted batches of 8",
         verdict=verdict(ok),
         device=dev,
     )

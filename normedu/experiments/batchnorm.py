@@ -169,7 +169,8 @@ def eval_mode_demo(seed: int = 0) -> dict:
     ``eval_batch1`` (eval mode, one image at a time: identical predictions),
     ``train_batch1`` (training mode, one image at a time: BN normalizes each image with its own
     8x8 spatial statistics), ``train_batch8`` (training mode, batches of 8),
-    ``train_sorted8`` (training mode, batches of 8 images of the same digit), and
+    ``train_sorted8`` (training mode, batches of 8 consecutive images sorted by digit, so most
+    batches hold one digit), and
     ``eval_after`` (eval mode again after the training-mode passes, whose running-average updates
     have overwritten the buffers), plus ``max_logit_diff_eval`` (max |logit difference| between
     eval mode one-at-a-time and batched).
@@ -195,7 +196,8 @@ def eval_mode_demo(seed: int = 0) -> dict:
         model.train()  # the mistake: inference in training mode
         out["train_batch1"] = acc(torch.cat([model(xte[i : i + 1]) for i in range(len(xte))]))
         out["train_batch8"] = acc(torch.cat([model(xte[i : i + 8]) for i in range(0, len(xte), 8)]))
-        # Batches that are not a random sample: 8 images of the same digit at a time.
+        # Batches that are not a random sample: 8 consecutive images sorted by digit, so most
+        # batches hold one digit.
         order = torch.argsort(data.y_test, stable=True)
         sorted_logits = torch.cat([model(xte[order[i : i + 8]]) for i in range(0, len(xte), 8)])
         out["train_sorted8"] = float((sorted_logits.argmax(1) == data.y_test[order]).float().mean())
