@@ -23,19 +23,42 @@ part of the answer, so ``F.cross_entropy(..., ignore_index=IGNORE)`` scores the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-__all__ = ["TASKS", "SEP", "IGNORE", "SequenceBatch", "make_batch", "lm_loss", "accuracy"]
+__all__ = [
+    "TASKS",
+    "SEP",
+    "IGNORE",
+    "SequenceBatch",
+    "make_batch",
+    "chance_loss",
+    "lm_loss",
+    "accuracy",
+]
 
 SEP = 0
 PAD = 1
 FIRST = 2  # first content token id
 IGNORE = -100
 TASKS = ("copy", "reverse", "sort", "recall")
+
+
+def chance_loss(vocab: int, task: str) -> float:
+    """Cross-entropy per answer token of a model that learned only which tokens can answer.
+
+    The answer tokens are drawn uniformly from the content ids (``vocab - 2`` of them; ``SEP``
+    and ``PAD`` never answer), for ``recall`` from the upper half of them (the values): a
+    uniform guess over those ids scores ``ln`` of their number. (For ``sort`` each position
+    has its own distribution, so a position-aware guess can do better.)
+    """
+    _check_task(task)
+    n_content = vocab - FIRST
+    return math.log(n_content - n_content // 2 if task == "recall" else n_content)
 
 
 @dataclass(frozen=True)

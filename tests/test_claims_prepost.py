@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -49,10 +50,12 @@ def test_trend_thresholds():
     assert [C.trend(r) for r in (1.3, 1.0, 0.4)] == ["grows", "is flat", "shrinks"]
 
 
-def _wide(post_ref, post_tiny, switches, pre_ref, pre_tiny) -> E.WideCheck:
+def _wide(post_ref, post_tiny, switches, pre_ref, pre_tiny, seeds=C.DIRECTION_SEEDS):
+    """A hand-built check whose every stack has ``seeds`` seeds, all at the stack's ratio."""
+
     def prof(model, placement, changes, ratio):
         return E.WideProfile(
-            model, placement, changes, [1.0, (1 + ratio) / 2, ratio], [ratio, ratio]
+            model, placement, changes, [1.0, (1 + ratio) / 2, ratio], [ratio] * seeds
         )
 
     rows = [
@@ -65,7 +68,7 @@ def _wide(post_ref, post_tiny, switches, pre_ref, pre_tiny) -> E.WideCheck:
         prof("TinyGPT", "pre", "no final norm", pre_tiny),
         prof("TinyGPT", "pre", "all switches", pre_ref),
     ]
-    return E.WideCheck(rows, E.WIDE)
+    return E.WideCheck(rows, dataclasses.replace(E.WIDE, seeds=seeds))
 
 
 @pytest.mark.parametrize(
@@ -102,14 +105,28 @@ def test_init_sentence_both_branches():
 
 def test_wide_sentence_seed_disagreement_is_not_a_flip():
     res = _wide(1.3, 1.2, {"no causal mask": 0.85}, 0.4, 0.25)
-    res.get("TinyGPT", "post", "no causal mask").seed_ratios = [0.7, 1.2]
+    res.get("TinyGPT", "post", "no causal mask").seed_ratios = [0.7, 1.2] * 2
     text = C.describe_wide(res)
     assert "no switch alone changes" in text
 
 
 def test_wide_sentence_when_the_seeds_of_the_model_disagree():
     res = _wide(1.3, 1.2, {"no causal mask": 0.8}, 0.4, 0.25)
-    res.get("TinyGPT", "post").seed_ratios = [1.35, 1.05]
+    res.get("TinyGPT", "post").seed_ratios = [1.35, 1.05] * 2
     text = C.describe_wide(res)
     assert "no switch can be said to flip" in text and "**only weakly**" in text
     assert C.post_wide_verdict(res) == "depends"
+
+
+def test_wide_sentence_two_seeds_fix_no_direction():
+    """Two seeds that agree are still too few: no direction, no flip, verdict "depends"."""
+    res = _wide(1.3, 0.8, {"no causal mask": 1.25}, 0.4, 0.25, seeds=2)
+    res.get("nn.TransformerEncoderLayer", "post").seed_ratios = [1.2, 1.4]
+    text = C.describe_wide(res)
+    assert "its seeds 1.20, 1.40" in text and "differ by up to 0.20" in text
+    assert "2 seeds per stack cannot fix the direction" in text
+    assert "**reproduces**" not in text and "alone changes" not in text
+    assert "no switch can be said to flip" in text
+    assert "shrinks toward the output, in every seed" in text  # Pre-LN: 0.4 and 0.25
+    assert C.post_wide_verdict(res) == "depends"
+    assert C.post_grows_wide(res).note == "2 seeds per stack: the direction is not fixed"

@@ -33,11 +33,23 @@ def tiny(monkeypatch):
     torch.set_num_threads(1)
     monkeypatch.setenv("NORMEDU_PRESET", "cpu")
     monkeypatch.setitem(D.SIZES, "cpu", TINY)
-    for fn in (D.linear_scale_vs_depth, D.init_stats, D.init_gain_sweep, D.train_digits):
+    for fn in (
+        D.linear_scale_vs_depth,
+        D.init_stats,
+        D.init_gain_sweep,
+        D.train_digits,
+        D.norm_output_stats,
+    ):
         fn.cache_clear()
     yield
     torch.set_num_threads(threads)
-    for fn in (D.linear_scale_vs_depth, D.init_stats, D.init_gain_sweep, D.train_digits):
+    for fn in (
+        D.linear_scale_vs_depth,
+        D.init_stats,
+        D.init_gain_sweep,
+        D.train_digits,
+        D.norm_output_stats,
+    ):
         fn.cache_clear()
 
 
@@ -66,6 +78,23 @@ def test_init_stats_vanish_without_norm_and_not_with_it():
     rows = D.init_gain_sweep(gains=(0.5, 3.0), norms=("none", "batchnorm"))
     bn_std = [r["last_std"] for r in rows if r["norm"] == "batchnorm"]
     assert max(bn_std) / min(bn_std) < 1.02
+
+
+def test_norm_output_stats_are_the_norm_layers_outputs():
+    """The recorded layers are the BatchNorms (one per block), and the first one's statistics
+    match a hand computation: the first Linear's output, standardized per feature."""
+    from normedu.data import digits
+    from normedu.mlp import deep_mlp
+
+    recs = D.norm_output_stats("batchnorm", 3.0)
+    assert len(recs) == TINY.depth and all("Norm" in r.kind for r in recs)
+    model = deep_mlp(64, TINY.width, 10, TINY.depth, norm="batchnorm", act="tanh", gain=3.0)
+    with torch.no_grad():
+        z = model[0](digits().x_train[:512])
+    z = (z - z.mean(0)) / torch.sqrt(z.var(0, unbiased=False) + 1e-5)
+    assert recs[0].act_mean == pytest.approx(float(z.mean()), abs=1e-6)
+    assert recs[0].act_std == pytest.approx(float(z.std(unbiased=False)), rel=1e-5)
+    assert all(abs(r.act_mean) < 1e-4 and abs(r.act_std - 1) < 1e-3 for r in recs)
 
 
 def _manual_probe(model, x, y, lr, eta):

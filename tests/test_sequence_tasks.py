@@ -12,6 +12,7 @@ from normedu.sequence_tasks import (
     SEP,
     TASKS,
     accuracy,
+    chance_loss,
     lm_loss,
     make_batch,
     seq_len,
@@ -91,3 +92,16 @@ def test_errors(args, match):
 
 def test_tasks_listed():
     assert set(TASKS) == {"copy", "reverse", "sort", "recall"}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_chance_loss_is_the_entropy_of_the_answer_tokens(task):
+    """A model that learned only which ids answer, uniformly: its loss is the entropy of the
+    answers' distribution, estimated here from a large batch (not ln V: ids 0 and 1 never
+    answer)."""
+    b = make_batch(task, 4000, 4, 16, seed=0)
+    answers = b.y[b.y != IGNORE]
+    p = torch.bincount(answers, minlength=16).double() / answers.numel()
+    entropy = float(-(p[p > 0] * p[p > 0].log()).sum())
+    assert chance_loss(16, task) == pytest.approx(entropy, abs=0.01)
+    assert chance_loss(16, task) < math.log(16) - 0.1

@@ -22,7 +22,7 @@ from torch import nn
 
 from ..data import digits
 from ..device import choose, pick_device
-from ..mlp import deep_mlp, hidden_linears
+from ..mlp import deep_mlp, hidden_linears, norm_layers
 from ..stats import StatsRecorder
 from ..training import accuracy
 
@@ -33,6 +33,7 @@ __all__ = [
     "linear_scale_vs_depth",
     "init_stats",
     "init_gain_sweep",
+    "norm_output_stats",
     "TrainRun",
     "train_digits",
     "convergence",
@@ -147,6 +148,26 @@ def init_gain_sweep(
                 }
             )
     return rows
+
+
+@lru_cache(maxsize=8)
+def norm_output_stats(norm: str = "batchnorm", gain: float = 3.0, seed: int = 0):
+    """Per-layer statistics of the *norm layers'* outputs of the deep tanh MLP at init.
+
+    The network and batch of :func:`init_stats` (forward only); a
+    :class:`normedu.stats.StatsRecorder` records every module of
+    :func:`normedu.mlp.norm_layers` instead of the activations. Returns the list of
+    :class:`normedu.stats.LayerStats` (one per norm layer, first block first).
+    """
+    size = choose(SIZES)
+    dev = pick_device()
+    data = digits().to(dev)
+    model = deep_mlp(64, size.width, 10, size.depth, norm=norm, act="tanh", gain=gain, seed=seed)
+    model.to(dev).train()
+    norms = set(map(id, norm_layers(model)))
+    with torch.no_grad(), StatsRecorder(model, select=lambda n, m: id(m) in norms) as rec:
+        model(data.x_train[:512])
+    return rec.records
 
 
 @dataclass

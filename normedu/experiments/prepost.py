@@ -21,7 +21,6 @@ normedu.experiments --store`` runs on a GPU.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -244,7 +243,8 @@ class TrainRun:
     - final_loss: mean loss over the last tenth of the steps.
     - accuracy: answer-token accuracy on a held-out batch after training.
     - diverged: a loss became NaN or infinite.
-    - trained: final_loss below half of the chance-level loss ln(V).
+    - trained: final_loss below half of the chance-level loss ln(V - 2)
+      (:func:`normedu.sequence_tasks.chance_loss`).
     - grad_norms_end: per-block FFN-W2 gradient norm after training (block 0 first).
     """
 
@@ -295,7 +295,7 @@ def _train_one(size: PrePostSize, placement: str, warmup: int, device, progress=
     import torch
 
     from ..gradflow import gradient_profile
-    from ..sequence_tasks import accuracy, lm_loss, seq_len
+    from ..sequence_tasks import accuracy, chance_loss, lm_loss, seq_len
     from ..training import adam
     from ..transformer import GPTConfig, TinyGPT
 
@@ -340,7 +340,7 @@ def _train_one(size: PrePostSize, placement: str, warmup: int, device, progress=
     if not diverged:
         prof = gradient_profile(model, _fc2_layers(model), lambda m: lm_loss(m(held.x), held))
         grads = prof.norms.tolist()
-    trained = (not diverged) and final < 0.5 * math.log(size.vocab)
+    trained = (not diverged) and final < 0.5 * chance_loss(size.vocab, size.task)
     return TrainRun(placement, warmup, losses, final, acc, diverged, trained, grads)
 
 
@@ -362,6 +362,8 @@ def train_stability(preset: str | None = None, progress: bool = False) -> Stabil
 
 
 def _train_stability(preset: str, progress: bool) -> StabilityResult:
+    from ..sequence_tasks import chance_loss
+
     size = SIZES[preset]
     device = pick_device("cuda" if preset == "cuda" else "cpu")
     bar = None
@@ -399,7 +401,7 @@ def _train_stability(preset: str, progress: bool) -> StabilityResult:
         size.steps,
         size.lr,
         size.task,
-        math.log(size.vocab),
+        chance_loss(size.vocab, size.task),
     )
 
 

@@ -195,7 +195,7 @@ def _train_panel(ax, res: StabilityResult, title: str) -> None:
             lw=1.3,
             label=f"{run.label}: {outcome}",
         )
-    ax.axhline(res.chance_loss, color="black", lw=0.8, ls=":", label="chance: ln V")
+    ax.axhline(res.chance_loss, color="black", lw=0.8, ls=":", label="chance: ln(V−2)")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (answer tokens)")
     ax.set_title(title, fontsize=10)
