@@ -162,11 +162,12 @@ class PRMSResult:
     - rel_err_equal (P,): median over rows of |RMS_p / RMS - 1|, features of equal scale.
     - rel_err_unequal (P,): the same when feature j has scale growing with j (a few large
       features sit at the end, outside a small p).
-    - cos_equal, cos_unequal (P,): mean cosine similarity between pRMSNorm and RMSNorm outputs
-      (1.0 whatever p: a per-row rescaling does not turn a vector), so the table reports the
-      output *scale* error instead: ``rel_err_*``.
-    - time_ratio (P,): median time of the partial reduction divided by that of the full one
-      (:func:`normedu.timing.interleaved` on this device), or NaN where not timed.
+      No cosine similarity is reported: pRMSNorm and RMSNorm outputs differ by a per-row
+      factor, so their cosine is 1 whatever p; the scale error ``rel_err_*`` is what p changes.
+    - time_ratio (P,): median time of the whole pRMSNorm forward (:func:`partial_rms`: the
+      partial reduction plus the division of every feature) divided by that of full RMSNorm
+      (p = 1), timed with :func:`normedu.timing.interleaved` on this device; NaN where not
+      timed.
     - shape: (N, D) of the test activations.
     """
 
@@ -264,7 +265,7 @@ def eps_check(scales=(1.0, 1e-2, 1e-3, 1e-4), d: int = 512, seed: int = 0) -> li
 
 # --------------------------------------------------------------------------- speed
 
-#: (N, D) shapes the chapter measures live: a LLaMA-7B-wide row and a wide one.
+#: (N, D) shapes the chapter measures live: 1024-wide rows and LLaMA-7B-wide rows (4096).
 SPEED_SHAPES = ((2048, 1024), (512, 4096))
 
 

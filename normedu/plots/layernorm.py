@@ -80,7 +80,7 @@ def bn_vs_ln_matrix(
         )
         ax.tick_params(length=0)
         ax.grid(False)
-        ax.set_xlabel("features (d)")
+        ax.set_xlabel("features (D)")
         ax.set_title(title, color=color, fontsize=11)
         for s in ax.spines.values():
             s.set_visible(False)
@@ -265,6 +265,6 @@ def walkthrough_table(w: Mapping, digits: int = 4) -> str:
         f"{f(w['x_hat'].sum())} | |"
     )
     rows.append(
-        f"| **÷ d** | μ = {f(w['mu'])} | | σ² = {f(w['var'])} | mean {f(w['x_hat_mean'])} | |"
+        f"| **÷ D** | μ = {f(w['mu'])} | | σ² = {f(w['var'])} | mean {f(w['x_hat_mean'])} | |"
     )
     return "\n".join(rows)

@@ -100,7 +100,7 @@ def speed_ratio_figure(live: BenchResult, stored: BenchResult | None = None) -> 
 
 
 def prms_figure(res: PRMSResult) -> Figure:
-    """Left: error of the partial RMS estimate vs p. Right: time of the partial reduction."""
+    """Left: error of the partial RMS estimate vs p. Right: time of pRMSNorm vs full RMSNorm."""
     fig, (left, right) = figure(1, 2, width=10.0, height=3.8)
     pct = res.ps * 100
     left.plot(
@@ -125,6 +125,6 @@ def prms_figure(res: PRMSResult) -> Figure:
         right.set_xticks(range(len(pct)), [f"{p:g}%" for p in pct])
     right.axhline(1.0, color="black", lw=1)
     right.set_xlabel("p")
-    right.set_ylabel("time / time at p = 100%")
+    right.set_ylabel("time of pRMSNorm / time at p = 100%")
     right.set_title("Time of pRMSNorm (eager torch, this device)")
     return fig
