@@ -125,8 +125,11 @@ class _Reader(HTMLParser):
                 self.page.citations.append(d["href"])
             if self.cell is not None:
                 self.cell[1].append(d["href"])
-        if d.get("role") == "doc-biblioentry" and d.get("id"):
-            self.page.entries.add(d["id"])
+        # A bibliography entry: docutils' <div class="citation" role="doc-biblioentry">,
+        # which the accessible_html extension turns into role="listitem".
+        if "citation" in classes and d.get("role") in ("listitem", "doc-biblioentry"):
+            if d.get("id"):
+                self.page.entries.add(d["id"])
         if tag == "dt" and (d.get("id") or "").startswith("term-"):
             self.page.terms.add(d["id"])
         if tag == "h2":
