@@ -25,7 +25,7 @@ from data.correct import VARIANTS as CORRECT_VARIANTS
 
 from normedu import norms
 from normedu.course.config import Course
-from normedu.grading import answers, compare, diagnose, drift, gradcheck, guard, mistakes
+from normedu.grading import answers, compare, diagnose, drift, dx_terms, gradcheck, guard, mistakes
 
 REPO = Path(__file__).resolve().parent.parent
 #: Discovered from solutions/ (one folder per assignment): the one source of truth.
@@ -566,15 +566,15 @@ def test_a_wrong_dx_is_described_in_the_terms_of_its_formula(change, phrase):
     gamma, eps = rng.uniform(0.5, 2, 6), 0.3
     right = _ln_dx(dout, x, gamma, eps)
     wrong = _ln_dx(dout, x, gamma, eps, **change)
-    how = diagnose.describe_dx_difference(wrong, right, x, dout * gamma, -1, eps)
+    how = dx_terms.describe_dx_difference(wrong, right, x, dout * gamma, -1, eps)
     assert how is not None and phrase in how
     # a per-row constant added to dx, and unrelated noise
-    how = diagnose.describe_dx_difference(
+    how = dx_terms.describe_dx_difference(
         right + rng.standard_normal((5, 1)), right, x, dout * gamma, -1, eps
     )
     assert "constant of its own" in how
     noise = right + 0.1 * rng.standard_normal(right.shape)
-    assert diagnose.describe_dx_difference(noise, right, x, dout * gamma, -1, eps) is None
+    assert dx_terms.describe_dx_difference(noise, right, x, dout * gamma, -1, eps) is None
 
 
 def test_an_eps_fixed_inside_is_found_by_behaviour_whatever_its_value():

@@ -39,10 +39,10 @@ from normedu.grading.compare import GradingError, assert_array, call, unchanged
 from normedu.grading.diagnose import (
     Hypothesis,
     check_against,
-    describe_dx_difference,
     explained_by_rerun,
     matches,
 )
+from normedu.grading.dx_terms import describe_dx_difference
 from normedu.grading.gradcheck import numerical_gradient
 from normedu.grading.guard import assert_no_shortcut
 
@@ -128,7 +128,7 @@ class NormTable:
     - dx_layout: ``dx_layout(probe) -> (to_rows, g, axes, center)``: how dx's terms are laid
       out (``to_rows`` maps an array shaped like x to rows normalized over ``axes``; ``g`` is
       γ·dout shaped like x; ``center`` False: no mean term). With it, a wrong dx that no cause
-      names is described in the terms of its formula (:func:`.diagnose.describe_dx_difference`).
+      names is described in the terms of its formula (:func:`.dx_terms.describe_dx_difference`).
     """
 
     inputs: tuple[str, ...]
