@@ -21,6 +21,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_]\w*)", re.M)
 _CELL_FRAME = re.compile(r"Cell In\[\d+\], line (\d+)(?:,)? in ([A-Za-z_]\w*)")
 _CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")
+#: The same, as the trusted side of grading writes it (:func:`.trusted._error_output`).
+_TRUSTED_FRAME = re.compile(r"(\w+) raised in `([A-Za-z_]\w*)`, line \d+ of its cell")
 _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 
 
@@ -58,4 +60,8 @@ def answer_errors(nb) -> list[str]:
             frames = [f for _, f in _CELL_FRAME.findall(text) if f in own]
             if frames:
                 found.append(f"{ename} in `{frames[-1]}`")
+                continue
+            raised = [(e, f) for e, f in _TRUSTED_FRAME.findall(text) if f in own]
+            if raised:
+                found.append(f"{raised[-1][0]} in `{raised[-1][1]}`")
     return list(dict.fromkeys(found))

@@ -151,6 +151,17 @@ def _guard_findings(obj) -> dict[str, list[str]]:
         return {}
 
 
+def _cell_frames(exc: BaseException) -> list[list]:
+    """``[[function, line], ...]`` of the traceback's frames in the notebook's own cells
+    (IPython compiles a cell to a file of its ``ipykernel_*`` folder, or ``<...>``): where in
+    the student's code it raised, for the notes and the status box."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if "ipykernel_" in f.filename or f.filename.startswith("<")]
+    return [[str(f.name)[:80], int(f.lineno or 0)] for f in own[-5:]]
+
+
 def call(name: str, payload: str) -> str:
     """Call the notebook's ``name(*args, **kwargs)`` on the decoded ``payload``, with warnings
     silenced and the norm libraries blocked, as :func:`normedu.grading.compare.call` does.
@@ -169,7 +180,7 @@ def call(name: str, payload: str) -> str:
             warnings.simplefilter("ignore")
             out["ok"] = encode(fn(*args, **kwargs))
     except BaseException as exc:  # noqa: BLE001 - the student's failure, reported as data
-        out["error"] = [type(exc).__name__, str(exc)[:4000]]
+        out["error"] = [type(exc).__name__, str(exc)[:4000], _cell_frames(exc)]
     out["args"] = encode(args)
     out["kwargs"] = encode(kwargs)
     return json.dumps(out)

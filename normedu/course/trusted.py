@@ -107,8 +107,15 @@ class Proxy:
                 before.clear()
                 before.update(now)
         if "error" in answer:
-            name, message = (list(answer["error"]) + ["", ""])[:2]
-            raise _builtin_exception(str(name), str(message))
+            name, message, frames = (list(answer["error"]) + ["", "", []])[:3]
+            exc = _builtin_exception(str(name), str(message))
+            # Plain values only: names and line numbers of the student's own frames.
+            exc.student_frames = [
+                (str(f[0])[:80], int(f[1]))
+                for f in (frames if isinstance(frames, list) else [])[:5]
+                if isinstance(f, list) and len(f) == 2 and isinstance(f[1], int)
+            ]
+            raise exc
         return decode(answer.get("ok"))
 
     def shortcuts(self, banned: tuple[str, ...]) -> list[str]:
@@ -235,6 +242,13 @@ def _error_output(exc: BaseException, filename: str, source: str) -> dict:
             entries.append(
                 f"Cell {filename[1:-1]}, line {frame.lineno}:\n    {lines[frame.lineno - 1]}"
             )
+    # Where the student's function raised (reported by the kernel as plain names and lines),
+    # found on the exception or on the one a check wrapped: :mod:`.diagnose` reads it.
+    cause, seen = exc, 0
+    while cause is not None and seen < 5:
+        for func, line in getattr(cause, "student_frames", []):
+            entries.append(f"{type(cause).__name__} raised in `{func}`, line {line} of its cell")
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
     ename = type(exc).__name__
     evalue = str(exc)
     return {
