@@ -7,6 +7,7 @@ definition in float64 (:func:`reference`), and on CUDA also ``torch.nn.SyncBatch
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -133,38 +134,6 @@ def test_single_process_and_eval_mode_equal_batchnorm():
 CUDA_CASE = dict(local=(3, 5), shape=(3, 2, 2), seed=8)
 
 
-def one_device_rank_pass(
-    rank: int, world_size: int, case: dict, device: str = "cuda:0", against_torch: bool = True
-) -> dict:
-    """:func:`normedu.distributed.cuda_rank_pass` with every rank on the same ``device``.
-
-    NCCL refuses two ranks on one GPU, gloo does not: with gloo, torch's SyncBatchNorm gathers
-    the statistics with ``all_gather`` into a list (its gloo branch; ``all_gather_into_tensor``
-    is NCCL's) and sums the backward's with ``all_reduce``, and ours all-reduces; gloo runs both
-    collectives on CUDA tensors by staging them through pinned host memory. Returns this rank's
-    ``KEYS`` for ours and, with ``against_torch``, for ``torch.nn.SyncBatchNorm`` under
-    ``torch_<key>``, on the CPU. (torch's refuses CPU tensors: ``against_torch=False`` there.)
-    """
-    dev = torch.device(device)
-    x, dy, gamma, beta = make_global_batch(case)
-    lo = sum(case["local"][:rank])
-    hi = lo + case["local"][rank]
-    mods = {"": SyncBatchNorm(x.shape[1], dtype=x.dtype, device=dev)}
-    if against_torch:
-        mods["torch_"] = nn.SyncBatchNorm(x.shape[1], dtype=x.dtype, device=dev)
-    out = {}
-    for prefix, bn in mods.items():
-        with torch.no_grad():
-            bn.weight.copy_(gamma)
-            bn.bias.copy_(beta)
-        xs = x[lo:hi].to(dev).requires_grad_(True)
-        y = bn(xs)
-        y.backward(dy[lo:hi].to(dev))
-        got = (y.detach(), xs.grad, bn.weight.grad, bn.bias.grad, bn.running_mean, bn.running_var)
-        out.update({prefix + k: t.cpu() for k, t in zip(KEYS, got, strict=True)})
-    return out
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_world_size_one_matches_batchnorm():
@@ -180,7 +149,10 @@ def test_cuda_world_size_one_matches_batchnorm():
 def test_cuda_matches_torch_syncbatchnorm():
     """Two ranks on one GPU over gloo, unequal local batches: ours equals torch's SyncBatchNorm
     rank by rank, and both equal BatchNorm of the concatenated batch."""
-    got = run_ranks(one_device_rank_pass, 2, CUDA_CASE, timeout=120, backend="gloo")
+    # NCCL refuses two ranks on one GPU; gloo stages both collectives through host memory
+    # (torch's SyncBatchNorm has a gloo branch: all_gather into a list, then all_reduce).
+    one_gpu = functools.partial(cuda_rank_pass, against_torch=True, device="cuda:0")
+    got = run_ranks(one_gpu, 2, CUDA_CASE, timeout=120, backend="gloo")
     for g in got:
         for key in KEYS:
             assert (g[key] - g["torch_" + key]).abs().max() < TOL, key

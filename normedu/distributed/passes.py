@@ -115,14 +115,17 @@ def batchnorm_reference(case: dict) -> dict:
     }
 
 
-def cuda_rank_pass(rank: int, world_size: int, case: dict, against_torch: bool = False) -> dict:
-    """:func:`rank_pass` of one case on ``cuda:rank`` (NCCL), results moved to the CPU.
+def cuda_rank_pass(
+    rank: int, world_size: int, case: dict, against_torch: bool = False, device: str | None = None
+) -> dict:
+    """:func:`rank_pass` of one case on ``cuda:rank`` (NCCL), or on the one ``device`` every
+    rank shares (gloo: NCCL refuses two ranks on one GPU), results moved to the CPU.
 
     With ``against_torch`` the same slice also goes through ``torch.nn.SyncBatchNorm`` and its
     results are returned under ``torch_<key>`` (NCCL cannot put two ranks on one GPU, so this
     needs ``world_size`` GPUs).
     """
-    dev = torch.device("cuda", rank)
+    dev = torch.device(device) if device else torch.device("cuda", rank)
     x, dy, gamma, beta = make_global_batch(case)
     lo = sum(case["local"][:rank])
     xs, dys = x[lo : lo + case["local"][rank]].to(dev), dy[lo : lo + case["local"][rank]].to(dev)
