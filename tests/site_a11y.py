@@ -3,6 +3,14 @@
 - :func:`run_axe` runs axe-core in the page. axe-core comes from the Python package
   ``axe-playwright-python`` (its bundled ``axe.min.js``, injected into the page: no CDN); the
   rules are WCAG 2.0 and 2.1, levels A and AA (:data:`AXE_TAGS`), or just the rules named.
+- :func:`text_styles` and :class:`StyleCover` decide where the colour rules run. A colour
+  rule's verdict on a piece of text depends only on its style: its colour, the background
+  behind it, its size and weight (axe's "large text" threshold), its shadow and opacity, and
+  for a link the colour of the text around it. Every page's text styles are read (cheap:
+  one pass of ``getComputedStyle``); the colour rules (:data:`COLOUR_RULES`, the costliest
+  of axe's: about half its time on a long page) run on a page only if it shows a style that
+  no page checked before, in that theme. So every style of the site is checked in both themes,
+  once, on the first page that has it.
 - :func:`failures` turns axe's critical and serious violations into one line per element,
   naming the rule, what it asks, and the element (CSS selector and a snippet of its HTML).
 - :func:`reflow` reads, at the tab's current size, whether the page scrolls sideways (and which
@@ -12,6 +20,8 @@
 """
 
 from __future__ import annotations
+
+import threading
 
 #: axe-core tags: WCAG 2.0 and 2.1, levels A and AA.
 AXE_TAGS = ("wcag2a", "wcag2aa", "wcag21a", "wcag21aa")
@@ -35,11 +45,14 @@ async (options) => {
 """
 
 
-def run_axe(page, rules: tuple[str, ...] = (), *, preload: bool = False) -> list[dict]:
+def run_axe(
+    page, rules: tuple[str, ...] = (), *, skip: tuple[str, ...] = (), preload: bool = False
+) -> list[dict]:
     """axe-core's violations on the page now: ``[{id, impact, help, nodes: [{target, html}]}]``.
 
-    ``rules``: run only these rules; by default every rule tagged :data:`AXE_TAGS`. Only
-    violations are returned (axe's passes would double the data sent back for nothing).
+    ``rules``: run only these rules; by default every rule tagged :data:`AXE_TAGS`, less those
+    in ``skip``. Only violations are returned (axe's passes would double the data sent back
+    for nothing).
 
     ``preload``: let axe fetch every stylesheet again for the one rule that reads the CSS text
     (:data:`CSSOM_RULE`). Off by default: axe puts each fetched sheet back into the page as a
@@ -54,7 +67,62 @@ def run_axe(page, rules: tuple[str, ...] = (), *, preload: bool = False) -> list
         page.evaluate(AXE_SCRIPT)
     only = {"type": "rule", "values": list(rules)} if rules else {"type": "tag", "values": AXE_TAGS}
     options = {"runOnly": only, "resultTypes": ["violations"], "preload": preload}
+    if skip:
+        options["rules"] = {rule: {"enabled": False} for rule in skip}
     return page.evaluate(_RUN_AXE_JS, options)
+
+
+_TEXT_STYLES_JS = """
+() => {
+  const styles = new Set();
+  const visible = (e) => e.getClientRects().length > 0;
+  for (const e of document.body.querySelectorAll('*')) {
+    const ownText = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!ownText || !visible(e)) continue;
+    const s = getComputedStyle(e);
+    // The background behind the text: the first ancestor's that is not transparent, and
+    // whether an image or gradient lies on the way (axe then reads the pixels' colours).
+    let bg = 'none', image = 'none', opacity = 1;
+    for (let a = e; a; a = a.parentElement) {
+      const as = getComputedStyle(a);
+      opacity *= Number(as.opacity);
+      if (image === 'none' && as.backgroundImage !== 'none') {
+        image = as.backgroundImage.slice(0, 60);
+      }
+      const c = as.backgroundColor;
+      if (bg === 'none' && c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent') bg = c;
+    }
+    const parent = e.parentElement;
+    const around = e.tagName === 'A' && parent ? getComputedStyle(parent).color : '';
+    styles.add([s.color, bg, image, opacity.toFixed(2), s.fontSize, s.fontWeight,
+                s.textShadow, s.textDecorationLine, around].join('|'));
+  }
+  return [...styles];
+}
+"""
+
+
+def text_styles(page) -> set[str]:
+    """Every distinct style of text on the page now (see the module docstring), one string each."""
+    return set(page.evaluate(_TEXT_STYLES_JS))
+
+
+class StyleCover:
+    """The text styles whose colour rules have run, per theme; shared by the tabs that visit
+    the site's pages at once (a lock keeps the sets whole)."""
+
+    def __init__(self) -> None:
+        self.checked: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, theme: str, styles: set[str]) -> bool:
+        """True if ``styles`` holds one not checked yet in ``theme``: the caller runs the
+        colour rules on its page, and every style of the page counts as checked from now."""
+        with self._lock:
+            seen = self.checked.setdefault(theme, set())
+            new = not styles <= seen
+            seen |= styles
+            return new
 
 
 def failures(violations: list[dict]) -> list[str]:

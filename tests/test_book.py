@@ -94,3 +94,22 @@ def test_chapter_runs_as_a_plain_notebook(page, site):
         if o.get("output_type") == "error"
     ]
     assert not errors, f"{page}: " + "; ".join(errors)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("book")
+def test_every_page_runs_within_its_cpu_budget(site):
+    """Each page the build executes in parallel (every code page but the ones that run last)
+    has its kernel's CPU time recorded, within the budget of a chapter."""
+    import runpy
+
+    from normedu.build_costs import CPU_BUDGET, execution_costs
+
+    last = runpy.run_path(str(REPO / "book" / "_ext" / "ledger_last.py"))["LAST"]
+
+    costs = {c.docname: c for c in execution_costs(site.parent / ".jupyter_cache")}
+    pages = [p for p in notebook_pages() if p not in last]
+    missing = [p for p in pages if p not in costs or costs[p].cpu_seconds is None]
+    assert not missing, f"no CPU time recorded for {missing}"
+    over = {p: round(costs[p].cpu_seconds, 1) for p in pages if costs[p].cpu_seconds > CPU_BUDGET}
+    assert not over, f"pages over {CPU_BUDGET} CPU-s: {over}"

@@ -1,15 +1,16 @@
 """The website as readers see it: headless Chromium against the built site on 127.0.0.1.
 
-Every page listed in ``_toc.yml`` is visited once, in reading order and in one tab (a module
+Every page listed in ``_toc.yml`` is visited once, in reading order (a module
 fixture records what the browser saw); the tests below then assert on that record, one test
 per page and concern, so a failure names the page and the problem. The light theme (every
 page) and the dark theme (one page of each kind: it is one stylesheet) are checked from the
 colours the browser computed; with ``NORMEDU_SCREENSHOTS=1`` every page is also photographed
 in both themes into ``_build/screenshots/`` for a person to look at (and the pictures are
 checked not blank). On the same visit, axe-core audits every page against WCAG 2.1 A and AA
-(every rule in the light theme, the colour rules again in the dark one) and the page is laid
-out at a phone's 375 px to check that nothing scrolls sideways or is cut off
-(``site_a11y.py``).
+(every rule but the colour ones on every page; the colour rules, in both themes, on each page
+that shows a style of text no page before it showed: ``site_a11y.StyleCover``) and the page
+is laid out at a phone's 375 px to check that nothing scrolls sideways or is cut off
+(``site_a11y.py``). Two tabs visit the pages at once.
 
 Without ``/usr/bin/chromium`` these tests skip (under ``CI=true`` they fail). During
 development, point them at your own build with ``NORMEDU_SITE_DIR=/tmp/<you>-build``.
@@ -17,8 +18,10 @@ development, point them at your own build with ``NORMEDU_SITE_DIR=/tmp/<you>-bui
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import queue
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -31,10 +34,12 @@ from site_a11y import (
     COLOUR_RULES,
     CSSOM_RULE,
     NARROW,
+    StyleCover,
     failures,
     reflow,
     reflow_problems,
     run_axe,
+    text_styles,
 )
 from site_helpers import (
     REPO,
@@ -162,6 +167,8 @@ class PageVisit:
     colours: dict[str, dict] = field(default_factory=dict)  # theme -> COLOURS_JS result
     axe: dict[str, list[dict]] = field(default_factory=dict)  # theme -> site_a11y.run_axe
     narrow: dict = field(default_factory=dict)  # site_a11y.reflow at 375 px
+    styles: dict[str, set[str]] = field(default_factory=dict)  # theme -> site_a11y.text_styles
+    colour_checked: list[str] = field(default_factory=list)  # themes whose colour rules ran here
     screenshots: dict[str, Path] = field(default_factory=dict)  # only with NORMEDU_SCREENSHOTS
 
 
@@ -215,8 +222,8 @@ class ReaderTab:
         )
 
 
-def _visit(tab: ReaderTab, base: str, docname: str, shots: Path) -> PageVisit:
-    """Load ``docname`` in the tab every visit shares and record what it saw."""
+def _visit(tab: ReaderTab, base: str, docname: str, shots: Path, cover: StyleCover) -> PageVisit:
+    """Load ``docname`` in ``tab`` and record what it saw."""
     page = tab.page
     visit = tab.visit = PageVisit(url=urljoin(base, f"{docname}.html"))
     page.emulate_media(color_scheme="light")  # the previous page may have left it dark
@@ -238,14 +245,24 @@ def _visit(tab: ReaderTab, base: str, docname: str, shots: Path) -> PageVisit:
         anim.locator('button[title="Next frame"]').click()
         after = img.get_attribute("src") or ""
         visit.animation_steps.append((before[-40:], after[-40:]))
-    visit.axe["light"] = run_axe(page)
+    # Every rule but the colour ones on every page; the colour rules where a style of text
+    # appears that no page has shown yet in this theme (site_a11y.StyleCover).
+    visit.axe["light"] = run_axe(page, skip=COLOUR_RULES)
+    visit.styles["light"] = text_styles(page)
+    if cover.claim("light", visit.styles["light"]):
+        visit.axe["light"] += run_axe(page, COLOUR_RULES)
+        visit.colour_checked.append("light")
 
     # The theme follows the system preference ("auto"): switch it like a reader's OS would.
     page.emulate_media(color_scheme="dark")
     page.wait_for_function("document.documentElement.dataset.theme === 'dark'")
-    page.wait_for_timeout(150)  # let CSS transitions finish before reading colours
-    # Only the colours differ between the themes: the colour rules on every page.
-    visit.axe["dark"] = run_axe(page, COLOUR_RULES)
+    # Colours read mid-transition are neither theme's: wait for the theme's CSS transitions
+    # (a fixed pause was too short on a busy machine: axe read the search box half-way).
+    page.wait_for_function("document.getAnimations().every(a => a.playState !== 'running')")
+    visit.styles["dark"] = text_styles(page)
+    if cover.claim("dark", visit.styles["dark"]):
+        visit.axe["dark"] = run_axe(page, COLOUR_RULES)
+        visit.colour_checked.append("dark")
     if docname in DARK_PAGES:
         visit.colours["dark"] = page.evaluate(COLOURS_JS)
         if SCREENSHOTS:
@@ -268,15 +285,56 @@ def reader(browser) -> Iterator[ReaderTab]:
 
 @pytest.fixture(scope="module")
 def visits(site, browser, reader) -> dict[str, PageVisit]:
-    """Every ``_toc.yml`` page visited once, in reading order."""
+    """Every ``_toc.yml`` page visited once, by two tabs at once.
+
+    The reader's tab and a second browser (its own Playwright, in a thread) take the pages in
+    reading order from one queue. Nearly all the work is Chromium's (layout, MathJax, axe), in
+    its own processes: two at once use both cores of a two-core machine, where one tab left
+    one idle at the end of the test run.
+    """
+    from playwright.sync_api import sync_playwright
     from tqdm.auto import tqdm
 
-    _, base, _ = browser
+    context, base, external = browser
     shots = site.parent / "screenshots"
     # Overwrite in place rather than clear the folder: a second xdist worker may be writing.
     if SCREENSHOTS:
         shots.mkdir(parents=True, exist_ok=True)
-    seen = {d: _visit(reader, base, d, shots) for d in tqdm(PAGES, desc="pages", leave=False)}
+    todo: queue.SimpleQueue[str] = queue.SimpleQueue()
+    for docname in PAGES:
+        todo.put(docname)
+    seen: dict[str, PageVisit] = {}
+    cover = StyleCover()
+    progress = tqdm(total=len(PAGES), desc="pages", leave=False)
+
+    def work(tab: ReaderTab) -> None:
+        while True:
+            try:
+                docname = todo.get_nowait()
+            except queue.Empty:
+                return
+            seen[docname] = _visit(tab, base, docname, shots, cover)
+            progress.update()
+
+    def second_tab() -> None:
+        profile = Path(tempfile.mkdtemp(prefix="normedu-chromium-"))
+        try:
+            with dead_port() as port, sync_playwright() as pw:
+                other = launch_context(pw, profile, dead_proxy=port)
+                other.on("request", lambda r: is_local(r.url) or external.append(r.url))
+                try:
+                    work(ReaderTab(other))
+                finally:
+                    other.close()
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        helper = pool.submit(second_tab)
+        work(reader)
+        helper.result()  # re-raises what went wrong in the second tab
+    progress.close()
+    seen = {d: seen[d] for d in PAGES}
     reader.visit = PageVisit(url="")  # what the tab sees from here on belongs to no page
     if not SCREENSHOTS:
         return seen
@@ -615,6 +673,16 @@ def test_page_reflows_on_a_phone(visits, docname):
     assert not problems, f"{docname} at {NARROW['width']}px:\n" + "\n".join(problems)
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_colour_rules_saw_every_text_style(visits, theme):
+    """Every style of text on the site was on a page where the colour rules ran in ``theme``."""
+    everywhere = set().union(*(v.styles[theme] for v in visits.values()))
+    checked = set().union(*(v.styles[theme] for v in visits.values() if theme in v.colour_checked))
+    assert everywhere, f"no text style was read in the {theme} theme"
+    missed = everywhere - checked
+    assert not missed, f"{len(missed)} text styles never checked in the {theme} theme: {missed}"
+
+
 def test_css_allows_both_orientations(browser, reader):
     """axe's one rule that reads the stylesheets' text, on one page (the site's CSS is the same
     on every page); the 404 of axe's own stylesheet fetch (site_a11y.run_axe) is not the page's."""
@@ -639,7 +707,12 @@ FAULTY_PAGE = """<!DOCTYPE html><html lang="en"><head><title>faults</title></hea
 def test_accessibility_checks_can_fail(reader):
     """The axe and reflow checks catch a fault of each kind they are meant for."""
     page = reader.page
+    # The colour rules would run on this page after a site without its grey text.
+    page.set_content(FAULTY_PAGE.replace('style="color: #999; background: #fff"', ""))
+    cover = StyleCover()
+    assert cover.claim("light", text_styles(page)) and not cover.claim("light", text_styles(page))
     page.set_content(FAULTY_PAGE)
+    assert cover.claim("light", text_styles(page)), "a new colour of text went unnoticed"
     found = failures(run_axe(page))
     page.emulate_media(color_scheme="dark")
     dark = "\n".join(failures(run_axe(page, COLOUR_RULES)))

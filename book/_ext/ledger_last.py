@@ -6,7 +6,8 @@ ones, so without this the ledger would run before drift/fast/jacobian/... on a f
 (and compute every chapter's checks a second time), and would never re-run when only a
 chapter changed. The References page is read after them so that it lists what they cite.
 
-It also names the course root (``NORMEDU_ROOT``) for the pages it executes.
+It also names the course root (``NORMEDU_ROOT``) and the build's execution cache
+(``NORMEDU_EXECUTION_CACHE``) for the pages it executes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def _name_the_course_root(app, config):
     # the ledger under the checkout being built, whatever folder they start in
     # (normedu.paths.course_root).
     os.environ["NORMEDU_ROOT"] = str(Path(app.srcdir).resolve())
+    # ... and the build's execution cache (MyST-NB's default place, next to the HTML, which
+    # --path-output moves), where the execution-status page reads what each page cost.
+    cache = config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+    os.environ["NORMEDU_EXECUTION_CACHE"] = str(Path(cache).resolve())
 
 
 def setup(app):

@@ -22,6 +22,7 @@ error as it always does.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -30,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from sphinx.util import logging
 
 from ledger_last import LAST
+from normedu.build_costs import CPU_KEY
 from normedu.torch_imports import FIRST_USE
 
 LOGGER = logging.getLogger(__name__)
@@ -108,10 +110,14 @@ def execute_outdated(app, env, docnames) -> None:
     LOGGER.info(f"executing {len(shared)} pages, {workers} at a time, then {len(alone)} alone")
 
     zygote = _zygote()
-    kernels = {"kernel_manager_class": warm_kernel_manager(zygote)} if zygote else {}
+    cpu: dict[str, float | None] = {}
 
     def run(item):
         docname, path, notebook, _ = item
+        kernels = {}
+        if zygote is not None:
+            record = functools.partial(cpu.__setitem__, docname)
+            kernels["kernel_manager_class"] = warm_kernel_manager(zygote, on_exit=record)
         # The kernels do the work; a thread per page only waits for them.
         result = single_nb_execution(
             notebook,
@@ -144,12 +150,16 @@ def execute_outdated(app, env, docnames) -> None:
             if read_fmt is not None
             else cache.add_nb_to_project(str(path))
         )
+        # The CPU time goes into the cache entry with the run time: the execution-status page
+        # reads both (``normedu.build_costs.execution_costs``), also in a build that
+        # takes the page from the cache.
+        data = {"execution_seconds": result.time, CPU_KEY: cpu.get(docname)}
         cache.cache_notebook_bundle(
-            CacheBundleIn(notebook, stage.uri, data={"execution_seconds": result.time}),
+            CacheBundleIn(notebook, stage.uri, data=data),
             check_validity=False,
             overwrite=True,
         )
-        LOGGER.info(f"{docname}: executed in {result.time:.1f} s")
+        LOGGER.info(f"{docname}: executed in {result.time:.1f} s ({cpu.get(docname)} CPU-s)")
     LOGGER.info(f"executed {len(todo)} pages in {time.perf_counter() - t0:.1f} s")
 
 

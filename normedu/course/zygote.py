@@ -209,10 +209,16 @@ def fork_kernel(
     return True
 
 
-def warm_kernel_manager(zygote: Zygote) -> type:
+def warm_kernel_manager(zygote: Zygote, on_exit=None) -> type:
     """A ``jupyter_client`` kernel manager class (for ``NotebookClient``'s
     ``kernel_manager_class``) whose IPython kernels are forked, unconfined, from ``zygote``,
-    in the folder and with the environment the client asks for."""
+    in the folder and with the environment the client asks for.
+
+    ``on_exit(cpu_seconds)``, if given, is called as the client shuts the kernel down, with
+    the CPU time (user + system, its threads and reaped children included) the kernel has
+    used since it was forked: what the notebook's execution cost, imports the zygote made
+    beforehand excluded.
+    """
     from jupyter_client.manager import AsyncKernelManager
 
     class WarmKernelManager(AsyncKernelManager):
@@ -221,7 +227,23 @@ def warm_kernel_manager(zygote: Zygote) -> type:
             if not fork_kernel(self, zygote, kernel_cmd, None, cwd, kw.get("env")):
                 await super()._async_launch_kernel(kernel_cmd, **kw)
 
+        async def shutdown_kernel(self, now: bool = False, restart: bool = False) -> None:
+            if on_exit is not None:
+                on_exit(_cpu_seconds(self.provisioner.pid if self.provisioner else None))
+            await super().shutdown_kernel(now=now, restart=restart)
+
     return WarmKernelManager
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of process ``pid`` and its reaped children (None if gone)."""
+    import psutil
+
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except (psutil.Error, ValueError):
+        return None
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _child(request: dict, fds: tuple[int, ...]) -> None:
