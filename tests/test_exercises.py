@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -115,6 +116,57 @@ def test_exercise_pages_offer_the_student_notebook_only():
         assert f"]({a}.md)" in index, a
     for page in pages.glob("*.md"):
         assert "../solutions" not in page.read_text(), page.name
+
+
+#: The norm assignments whose backward the student derives (graph, staged walk, simplification).
+DERIVED_BACKWARDS = ("batchnorm", "layernorm", "groupnorm", "rmsnorm")
+
+#: The compact input gradient that these notebooks used to print: a subtracted x̂ times the mean
+#: (or 1/N sum) of the upstream gradient times x̂, in LaTeX, Unicode or NumPy spelling.
+COMPACT_DX = re.compile(
+    r"-\s*\\hat\s*x(_\{?[\w,]+\}?)?\s*(\\odot|\\cdot)?\s*"
+    r"(\\operatorname\{mean\}(_\{[^}]*\})?\s*\(|\\frac\{1\}\{\w\}\s*\\sum_\w+)\s*g"
+    r"|[−-]\s*x̂\w*\s*[·⊙*]?\s*(mean|\(1/\w\)\s*Σ)\s*\(?\s*g"
+    r"|[−-]\s*x_?hat\s*\*\s*\(\s*\w+\s*\*\s*x_?hat\s*\)\s*\.\s*(mean|sum)"
+)
+HINT = re.compile(r"<details>\s*<summary>\s*Hint \d+.*?</summary>.*?</details>", re.S)
+
+
+def _without_latex_spacing(text: str) -> str:
+    return re.sub(r"\\[,;:! ]", " ", text)
+
+
+def test_compact_dx_pattern_finds_the_formula_as_printed():
+    """The pattern below can fail: it finds the formula as the notebooks printed it."""
+    printed = [
+        r"\sum_j g_{jc} - \hat x_{ic}\,\frac{1}{N}\sum_j g_{jc}\hat x_{jc} \Big)",
+        r"\operatorname{mean}(g) - \hat x \odot \operatorname{mean}(g \odot \hat x) \Big)",
+        r"- \hat x_i \operatorname{mean}_{(n,g)}(g \odot \hat x) \Big)",
+        "dx = (γ/σ)·(g − mean(g) − x̂·mean(g·x̂))",
+        "dx = rstd * (g - g.mean(axis=0) - x_hat * (g * x_hat).mean(axis=0))",
+    ]
+    for text in printed:
+        assert COMPACT_DX.search(_without_latex_spacing(text)), text
+    assert not COMPACT_DX.search(r"d\hat x_i - \hat x_i \sum_j \square")
+
+
+@pytest.mark.parametrize("assignment", DERIVED_BACKWARDS)
+def test_released_norm_exercise_asks_to_derive_the_backward(assignment):
+    """The released notebook does not print the compact dx; before the graded backward it has
+    at least three hints, each in its own collapsed <details> block; the staged helper and its
+    self-check earn no points."""
+    nb = nbformat.read(REPO / "exercises" / assignment / f"{assignment}.ipynb", as_version=4)
+    for cell in nb.cells:
+        found = COMPACT_DX.search(_without_latex_spacing(cell.source))
+        assert not found, f"{assignment}: cell {cell.id} prints the compact dx: {found[0]!r}"
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    stub = ids.index(f"{assignment}_backward")
+    markdown = [c.source for c in nb.cells[:stub] if c.cell_type == "markdown"]
+    hints = [h for src in markdown for h in HINT.findall(src)]
+    assert len(hints) >= 3, f"{assignment}: {len(hints)} hints before the backward stub"
+    for cell in nb.cells:
+        if f"{assignment}_backward_staged" in cell.source:
+            assert not cell.metadata.get("nbgrader", {}).get("points"), cell.id
 
 
 @pytest.mark.slow
