@@ -38,6 +38,12 @@ Shapes:
 
 The four norms differ only in the axes they reduce over: the statistics and the input
 gradient are computed once, for any layout, in :mod:`normedu._functional_core`.
+
+Two later layers follow the same conventions, in :mod:`normedu._functional_since2020`:
+``dyt(x, alpha, gamma, beta)`` / ``dyt_backward(dout, x, alpha, gamma)`` (Dynamic Tanh: no
+statistics, one scalar ``alpha``; the backward returns ``(dx, dalpha, dgamma, dbeta)``), and
+``qk_norm_attention(q, k, v, g_q, g_k, eps=1e-6, causal=False)`` (attention over RMS-normalized
+queries and keys, a max-subtracted softmax).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from numpy.typing import ArrayLike
 
 from . import _functional_core as core
 from ._functional_core import Array
+from ._functional_since2020 import dyt, dyt_backward, qk_norm_attention
 from .conventions import DEFAULT_EPS, DEFAULT_MOMENTUM
 
 __all__ = [
@@ -60,6 +67,9 @@ __all__ = [
     "rms_norm",
     "rms_norm_backward",
     "layer_norm_jacobian",
+    "dyt",
+    "dyt_backward",
+    "qk_norm_attention",
 ]
 
 

@@ -225,17 +225,19 @@ def test_every_backward_matches_finite_differences_of_its_forward(forward, backw
     """dx and each parameter gradient against central differences of the forward, with a
     random upstream gradient. Arguments come from the signatures: (4, 6) input, so the
     feature axis (LayerNorm, RMSNorm) and the channel axis (BatchNorm, GroupNorm) are both 6;
-    an int is the group count (2 divides 6); the per-feature arrays (γ, β) are random; the
-    backward returns dx, then one gradient per array in the forward's order."""
+    an int is the group count (2 divides 6); a float without a default is a learned scalar
+    (DyT's alpha, a 0-d array here); the per-feature arrays (γ, β) are random; the backward
+    returns dx, then one gradient per scalar or array in the forward's order."""
     r = rng(seed)
     x = r.normal(size=(4, 6)) * 1.5 + 0.5
     dy = r.normal(size=x.shape)
     params = list(inspect.signature(forward, eval_str=True).parameters.values())[1:]
     ints = {p.name: 2 for p in params if p.annotation is int}
     arrays = {
-        p.name: r.normal(size=6)
+        p.name: np.array(r.uniform(0.5, 1.5)) if p.annotation is float else r.normal(size=6)
         for p in params
-        if p.annotation not in (int, float, bool) and not p.name.startswith("running")
+        if (p.annotation is float and p.default is p.empty)
+        or (p.annotation not in (int, float, bool) and not p.name.startswith("running"))
     }
 
     def loss(**changed):
@@ -351,12 +353,14 @@ def test_every_backward_and_the_running_statistics_keep_the_input_dtype():
     assert len(backwards) >= 3
     for fn in backwards:
         # Arguments from the signature, not from guessed names: after (dout, x), an int is the
-        # group count (2 divides the 6 channels), a float (eps) keeps its default, and the
-        # array left is the per-feature scale.
+        # group count (2 divides the 6 channels), a float (eps) keeps its default, a float
+        # without one is a learned scalar (DyT's alpha), and the array left is the scale.
         kwargs = {}
         for p in list(inspect.signature(fn, eval_str=True).parameters.values())[2:]:
             if p.annotation is int:
                 kwargs[p.name] = 2
+            elif p.annotation is float and p.default is p.empty:
+                kwargs[p.name] = np.float32(0.7)
             elif p.annotation is not float:
                 kwargs[p.name] = gamma
         grads = fn(dy, x, **kwargs)

@@ -11,6 +11,7 @@ deleted test cells, and ONE mistake per answer cell.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import subprocess
@@ -26,6 +27,7 @@ from data.correct import VARIANTS as CORRECT_VARIANTS
 from normedu import norms
 from normedu.course.config import Course
 from normedu.grading import answers, compare, diagnose, drift, dx_terms, gradcheck, guard, mistakes
+from normedu.grading.normcheck import NormTable
 
 REPO = Path(__file__).resolve().parent.parent
 #: Discovered from solutions/ (one folder per assignment): the one source of truth.
@@ -132,9 +134,19 @@ def test_correct_variant_gets_full_marks(assignment, name, cells, capfd):
     assert capfd.readouterr().err == ""
 
 
+def _tabled(assignment: str) -> bool:
+    """The assignment's checks are a NormTable (a norm, or a layer checked like one)."""
+    module = importlib.import_module(f"normedu.grading.{assignment}")
+    return any(isinstance(v, NormTable) for v in vars(module).values())
+
+
 def test_every_norm_assignment_has_three_correct_variants():
-    for a in ("batchnorm", "layernorm", "groupnorm", "rmsnorm", "jacobian", "syncbn"):
-        assert len(CORRECT_VARIANTS.get(a, {})) >= 3, a
+    """Every assignment whose functions a library computes (a shortcut in the catalog) or whose
+    checks are a NormTable: found, not listed, so a new one is held to it without an edit."""
+    held = {m.assignment for m in mistakes.SHORTCUTS} | {a for a in ASSIGNMENTS if _tabled(a)}
+    assert held >= {"batchnorm", "layernorm", "groupnorm", "rmsnorm", "jacobian", "syncbn"}
+    counts = {a: len(CORRECT_VARIANTS.get(a, {})) for a in held}
+    assert {a: n for a, n in counts.items() if n < 3} == {}
 
 
 def _bare_errors(src: str) -> str:
@@ -187,11 +199,12 @@ def test_message_check_only_failure_is_caught():
     assert callable(groupnorm.check_backward_indivisible)
 
 
-#: The answer cells of every assignment named after a registered norm (a new norm's assignment
-#: is covered without an edit here), and the Jacobian's.
+#: The answer cells of every assignment named after a registered norm or whose checks are a
+#: NormTable (a new one is covered without an edit here), and the Jacobian's.
 NORM_FUNCTIONS = tuple(
     sorted(
         {cell for a in ASSIGNMENTS if a in norms.kinds() for cell in _cells(a)[0]}
+        | {cell for a in ASSIGNMENTS if _tabled(a) for cell in _cells(a)[0]}
         | set(_cells("jacobian")[0])
     )
 )
@@ -271,6 +284,7 @@ def test_numpy_assignments_never_import_torch():
     code = (
         "import sys, json\n"
         "from normedu.grading import batchnorm, layernorm, jacobian, drift, rmsnorm, mistakes\n"
+        "from normedu.grading import dyt, qknorm\n"
         "assert 'torch' not in sys.modules\n"
         "print('ok')\n"
     )

@@ -1,12 +1,11 @@
 """Grading helpers that the exercise notebooks' test cells call.
 
-Each assignment has a module of checks (:mod:`.batchnorm`, :mod:`.layernorm`, :mod:`.rmsnorm`,
-:mod:`.groupnorm`, :mod:`.syncbn`, :mod:`.jacobian`, :mod:`.drift`, :mod:`.prepost`). A check
-takes the student's function, runs probes against an independent reference
-(:mod:`normedu.functional`, itself tested against PyTorch, or central finite differences with
-a random upstream gradient), and raises ``AssertionError`` with a message a student can act on.
-When the output is wrong the check compares it with the outputs of known mistakes
-(:mod:`.diagnose`) and names the one it matches.
+Each assignment has a module of checks named like it (``normedu.grading.<assignment>``, e.g.
+:mod:`.layernorm`, :mod:`.dyt`, :mod:`.qknorm`). A check takes the student's function, runs
+probes against an independent reference (:mod:`normedu.functional`, itself tested against
+PyTorch, or central finite differences with a random upstream gradient), and raises
+``AssertionError`` with a message a student can act on. When the output is wrong the check
+compares it with the outputs of known mistakes (:mod:`.diagnose`) and names the one it matches.
 
 A norm assignment's module is a table (:class:`.normcheck.NormTable`: its references, the
 names of its inputs and outputs, its causes and messages) and the public checks its notebook
@@ -23,6 +22,7 @@ Shared pieces:
 - :mod:`.guard`     the anti-shortcut guard (no delegating to a library's norm).
 - :mod:`.gradcheck` finite-difference gradients.
 - :mod:`.answers`   checking short answers against stored hashes.
+- :mod:`.validation` bad input must raise a ``ValueError`` (any message).
 - :mod:`.mistakes`  the catalog of realistic wrong implementations the tests feed the checks,
   one module per assignment (never imported by a grading kernel).
 

@@ -69,8 +69,9 @@ def call(
             raise GradingError(f"{name} raised {type(e).__name__}: {e}{hint}") from e
 
 
-def assert_array(value: Any, shape: tuple, what: str) -> np.ndarray:
-    """Check that ``value`` is a finite floating-point array of ``shape``; return it."""
+def assert_array(value: Any, shape: tuple, what: str, finite: bool = True) -> np.ndarray:
+    """Check that ``value`` is a finite floating-point array of ``shape``; return it.
+    ``finite=False`` lets NaN/inf through (a caller that diagnoses them itself)."""
     if not isinstance(value, np.ndarray):
         kind = type(value).__name__
         raise GradingError(f"{what} should be a numpy array of shape {shape}, got a {kind}")
@@ -78,7 +79,7 @@ def assert_array(value: Any, shape: tuple, what: str) -> np.ndarray:
         raise GradingError(f"{what} has shape {value.shape}, expected {tuple(shape)}")
     if value.dtype.kind != "f":
         raise GradingError(f"{what} has dtype {value.dtype}, expected a floating-point dtype")
-    if not np.all(np.isfinite(value)):
+    if finite and not np.all(np.isfinite(value)):
         bad = int(np.sum(~np.isfinite(value)))
         raise GradingError(
             f"{what} contains {bad} NaN/inf values; look for a division by zero or a square root "

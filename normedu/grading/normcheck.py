@@ -28,7 +28,7 @@ probes only (a float32 result cannot tell variants apart at the diagnosis tolera
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ from normedu.grading.compare import GradingError, assert_array, call, unchanged
 from normedu.grading.diagnose import (
     Hypothesis,
     check_against,
+    diagnose,
     explained_by_rerun,
     matches,
 )
@@ -121,7 +122,8 @@ class NormTable:
     - eps_ignored: message for a result that equals the reference with another eps.
     - affine: the (scale, shift) inputs re-run with ones/zeros when nothing else explains a
       wrong forward (shift None: no shift); None: no re-run.
-    - grad_shape_hint: appended when a gradient of a parameter has the wrong shape.
+    - grad_shape_hint: appended when a gradient of a parameter has the wrong shape; a mapping
+      gives one hint per gradient name (DyT's dalpha is one number, its dgamma one per feature).
     - keep_dtype: message when a result's dtype differs from a floating-point main input's
       (None: not checked).
     - call_hint: ``call_hint(probe)``, appended to a failing call's message (None: nothing).
@@ -129,6 +131,10 @@ class NormTable:
       out (``to_rows`` maps an array shaped like x to rows normalized over ``axes``; ``g`` is
       γ·dout shaped like x; ``center`` False: no mean term). With it, a wrong dx that no cause
       names is described in the terms of its formula (:func:`.dx_terms.describe_dx_difference`).
+    - nonfinite: for a forward whose correct result is finite for any finite input (QK-norm's
+      max-subtracted softmax): a result with NaN/inf is diagnosed against the causes (a NaN in
+      the same places is evidence too), and this message explains one that none names. None:
+      NaN/inf fail at once with the generic message (a division by zero ...).
     """
 
     inputs: tuple[str, ...]
@@ -142,10 +148,11 @@ class NormTable:
     relations: Callable[[Probe], list[Hypothesis]] | None = None
     eps_ignored: str | None = None
     affine: tuple[str, str | None] | None = None
-    grad_shape_hint: str = ""
+    grad_shape_hint: str | Mapping[str, str] = ""
     keep_dtype: str | None = None
     call_hint: Callable[[Probe], str | None] | None = None
     dx_layout: Callable[[Probe], tuple[Callable, Any, Any, bool]] | None = None
+    nonfinite: str | None = None
 
     # ------------------------------------------------------------------ calling
     @property
@@ -172,13 +179,23 @@ class NormTable:
             if isinstance(before, np.ndarray):
                 unchanged(before, after, name, fn_name)
         outputs = self.grads if backward else self.outputs
-        return self.validate(res, probe, outputs, fn_name, self.grad_shape_hint if backward else "")
+        hint = self.grad_shape_hint if backward else ""
+        finite = backward or self.nonfinite is None
+        return self.validate(res, probe, outputs, fn_name, hint, finite=finite)
 
     def validate(
-        self, res: Any, probe: Probe, outputs: tuple, fn_name: str, hint: str = "", where: str = ""
+        self,
+        res: Any,
+        probe: Probe,
+        outputs: tuple,
+        fn_name: str,
+        hint: str | Mapping[str, str] = "",
+        where: str = "",
+        finite: bool = True,
     ) -> Any:
         """Check a result's arity, shapes and dtypes against ``outputs`` ((name, like) pairs);
-        ``where`` is appended to each name (e.g. " of process 2")."""
+        ``where`` is appended to each name (e.g. " of process 2"); ``finite=False`` lets
+        NaN/inf through to the diagnosis."""
         names = ", ".join(name for name, _ in outputs)
         if len(outputs) > 1 and (not isinstance(res, tuple) or len(res) != len(outputs)):
             size = f" of length {len(res)}" if isinstance(res, tuple) else ""
@@ -189,9 +206,11 @@ class NormTable:
         checked = []
         for (name, like), value in zip(outputs, res if len(outputs) > 1 else (res,), strict=True):
             shape, what = np.shape(probe.args[like]), name + where
-            if hint and like != self.main and np.shape(value) != shape:
-                raise GradingError(f"{what} has shape {np.shape(value)}, expected {shape}: {hint}")
-            arr = assert_array(value if like == self.main else np.asarray(value), shape, what)
+            own = hint.get(name, "") if isinstance(hint, Mapping) else hint
+            if own and like != self.main and np.shape(value) != shape:
+                raise GradingError(f"{what} has shape {np.shape(value)}, expected {shape}: {own}")
+            value = value if like == self.main else np.asarray(value)
+            arr = assert_array(value, shape, what, finite=finite)
             if self.keep_dtype and x.dtype.kind == "f" and arr.dtype != x.dtype:
                 raise GradingError(
                     f"{what} has dtype {arr.dtype} for {x.dtype} input: {self.keep_dtype}"
@@ -259,6 +278,7 @@ class NormTable:
 
         with self._rerun(f, probe, item):
             try:
+                self._nonfinite(out, probe, what, causes, item)
                 check_against(
                     out,
                     self.forward_value(probe, item),
@@ -275,6 +295,26 @@ class NormTable:
             except GradingError as err:
                 self._eps_fixed(err, what, student, lambda p: self.forward_value(p, item), probe)
                 raise
+
+    def _nonfinite(
+        self, out: Any, probe: Probe, what: str, causes: Sequence[Cause] | None, item: int | None
+    ) -> None:
+        """A result with NaN/inf (only a table with ``nonfinite`` lets one through): the cause
+        that gives NaN/inf in the same places, else the table's ``nonfinite`` message."""
+        bad = int(np.sum(~np.isfinite(out)))
+        if not bad:
+            return
+        expected = self.forward_value(probe, item)
+        hyps = self.hypotheses(
+            self.causes if causes is None else causes,
+            probe,
+            lambda p: self.forward_value(p, item),
+        )
+        found = diagnose(out, hyps, expected)
+        head = f"{what} contains {bad} NaN/inf values"
+        if found is not None:
+            raise GradingError(f"{head}. Likely cause: {found}")
+        raise GradingError(f"{head}: {self.nonfinite}")
 
     def _eps_fixed(
         self, err: GradingError, what: str, student: Callable, reference: Callable, probe: Probe

@@ -1,0 +1,40 @@
+# ruff: noqa: E501  (catalog entries are one line each: an edit reads best unbroken)
+"""Catalogued mistakes of the ``qknorm`` assignment (:mod:`normedu.grading.mistakes`)."""
+
+from normedu.grading.mistakes.mistake import edit as _m
+from normedu.grading.mistakes.mistake import shortcut as _s
+
+_A = "qk_norm_attention"
+_MS = "np.mean(z ** 2, axis=-1, keepdims=True)"
+_RMS = "return z / np.sqrt(np.mean(z ** 2, axis=-1, keepdims=True) + eps) * g"
+_SHAPE_CHECK = """    if not q.shape == k.shape == v.shape:
+        raise ValueError(f"q, k and v must have one shape, got {q.shape}, {k.shape}, {v.shape}")
+"""
+MISTAKES = [
+    _m("qknorm", _A, "RMS over T instead of Dh", "not over the T positions", (_MS, "np.mean(z ** 2, axis=-2, keepdims=True)")),
+    _m("qknorm", _A, "L2 norm instead of RMS", "root MEAN square", (_MS, "np.sum(z ** 2, axis=-1, keepdims=True)")),
+    _m("qknorm", _A, "forgot the 1/sqrt(Dh) scale", "divided by √Dh", (" / np.sqrt(Dh)\n", "\n")),
+    _m("qknorm", _A, "eps outside the square root", "inside the square root", (_RMS, "return z / (np.sqrt(np.mean(z ** 2, axis=-1, keepdims=True)) + eps) * g")),
+    _m("qknorm", _A, "gains before normalizing", "AFTER normalizing", (_RMS, "z = z * g\n        return z / np.sqrt(np.mean(z ** 2, axis=-1, keepdims=True) + eps)")),
+    _m("qknorm", _A, "normalizes v too", "v is not normalized", ("(weights @ v)", "(weights @ rms_normalize(v, np.ones(Dh)))")),
+    _m("qknorm", _A, "softmax over the queries", "runs over the keys", ("scores.max(axis=-1, keepdims=True)", "scores.max(axis=-2, keepdims=True)"), ("weights.sum(axis=-1, keepdims=True)", "weights.sum(axis=-2, keepdims=True)")),
+    _m("qknorm", _A, "causal mask hides the diagonal", "hides the diagonal", ("k=1)", "k=0)")),
+    _m("qknorm", _A, "causal mask applied after the softmax", "before the softmax", ("scores = np.where(future, -np.inf, scores)", "pass"), ("    return (weights @ v)", "    if causal:\n        weights = np.where(future, 0.0, weights)\n    return (weights @ v)")),
+    _m("qknorm", _A, "causal mask with -1e9", "not a large negative constant", ("-np.inf", "-1e9")),
+    _m("qknorm", _A, "naive softmax (no max subtracted)", "Subtract each row's max", ("    scores = scores - scores.max(axis=-1, keepdims=True)\n", "")),
+    _m("qknorm", _A, "returns float64 for float32 input", "q's dtype", ("(weights @ v).astype(q.dtype, copy=False)", "weights @ v")),
+    _m("qknorm", _A, "eps hard-coded", "eps argument", (_RMS, "return z / np.sqrt(np.mean(z ** 2, axis=-1, keepdims=True) + 1e-6) * g")),
+    _m("qknorm", _A, "no check that q, k and v have one shape", "ValueError", (_SHAPE_CHECK, "")),
+]  # fmt: skip
+
+SHORTCUTS = [
+    _s("qknorm", _A, "calls normedu.functional.qk_norm_attention", """import numpy as np
+from normedu import functional
+
+
+def qk_norm_attention(q, k, v, g_q, g_k, eps=1e-6, causal=False):
+    if not q.shape == k.shape == v.shape or np.shape(g_q) != (q.shape[-1],):
+        raise ValueError("shapes")
+    return functional.qk_norm_attention(q, k, v, g_q, g_k, eps, causal)
+"""),
+]  # fmt: skip
