@@ -18,8 +18,8 @@
   re-centres but does not re-scale (:class:`CenterNorm`), and no norm, at a well-scaled and a
   badly scaled initialization, same seeds.
 
-Speed of LayerNorm vs RMSNorm as such is measured by :mod:`normedu.bench`
-(see :func:`speed_run`).
+Speed of LayerNorm vs RMSNorm is one record that every page reads
+(:mod:`normedu.experiments.rmsnorm_speed`, re-exported here).
 """
 
 from __future__ import annotations
@@ -34,6 +34,15 @@ import numpy as np
 import torch
 
 from ..conventions import DEFAULT_EPS
+from .rmsnorm_speed import (
+    SPEED_HEADLINE,
+    SPEED_RECORD,
+    SPEED_SHAPES,
+    copy_fractions,
+    speed_ratios,
+    speed_run,
+    speed_words,
+)
 
 __all__ = [
     "EXAMPLE_X",
@@ -43,8 +52,13 @@ __all__ = [
     "PRMSResult",
     "prms_check",
     "eps_check",
+    "SPEED_RECORD",
     "SPEED_SHAPES",
+    "SPEED_HEADLINE",
     "speed_run",
+    "speed_ratios",
+    "copy_fractions",
+    "speed_words",
     "param_counts",
     "backward_check",
     "gamma_mean_square",
@@ -261,31 +275,6 @@ def eps_check(scales=(1.0, 1e-2, 1e-3, 1e-4), d: int = 512, seed: int = 0) -> li
                 row[name] = float(m(s * z).pow(2).mean().sqrt())
             rows.append(row)
     return rows
-
-
-# --------------------------------------------------------------------------- speed
-
-#: (N, D) shapes the chapter measures live: 1024-wide rows and LLaMA-7B-wide rows (4096).
-SPEED_SHAPES = ((2048, 1024), (512, 4096))
-
-
-def speed_run(progress: bool = True):
-    """LayerNorm vs RMSNorm forward, eager / textbook / compiled, float32, on this device.
-
-    Cached (via :func:`normedu.bench.run_cached`) so the chapter and its claims share it.
-    """
-    from ..bench import PRESETS, Selection, run_cached
-
-    return run_cached(
-        PRESETS["quick"].override(shapes=SPEED_SHAPES),
-        Selection(
-            ops=("layernorm", "rmsnorm"),
-            impls=("eager", "textbook", "compiled"),
-            passes=("fwd",),
-            dtypes=("float32",),
-        ),
-        progress=progress,
-    )
 
 
 # --------------------------------------------------------------------------- backward
