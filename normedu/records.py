@@ -52,12 +52,15 @@ class Record:
     - params: what is measured (sizes, repetitions); a stored record with other params is
       measured again.
     - timing: a measurement of speed: made in the build's timing phase, alone.
+    - pages: the book's pages (docnames) that state it: executed again when it is measured
+      again, so that a cached page never quotes an earlier measurement.
     """
 
     description: str
     compute: str
     params: dict[str, Any] = field(default_factory=dict)
     timing: bool = False
+    pages: tuple[str, ...] = ()
 
 
 #: Every named record. Sizes are the ones the pages state, no more: the timing phase is part
@@ -75,6 +78,16 @@ RECORDS: dict[str, Record] = {
             "warmup": 1,
         },
         timing=True,
+        pages=("book/rmsnorm", "book/fast", "book/summary", "book/questions"),
+    ),
+    "prms_time_ratio": Record(
+        description="time of pRMSNorm (the RMS of the first p of the features) over full "
+        "RMSNorm at each fraction p, eager torch, float32, one thread, medians of interleaved "
+        "rounds: the RMSNorm chapter's table and claim",
+        compute="normedu.experiments.rmsnorm:prms_times",
+        params={"ps": [0.0625, 0.125, 0.25, 0.5, 1.0], "d": 1024, "seed": 0},
+        timing=True,
+        pages=("book/rmsnorm",),
     ),
 }
 

@@ -121,7 +121,7 @@ def test_the_pages_claims_state_the_one_speed_record(monkeypatch, tmp_path):
         "record": {"name": SPEED, "alone": True, "params": records.RECORDS[SPEED].params},
     }
     results.write_record(records.path(SPEED), fake.to_dict(), prov)
-    assert records.stale() == []
+    assert SPEED not in records.stale()
     savings, shape, _ = rms_claims.speed_savings()
     assert shape == R.SPEED_HEADLINE
     assert savings["eager"] == pytest.approx(-1.5) and savings["compiled"] == pytest.approx(0.2)
@@ -130,6 +130,13 @@ def test_the_pages_claims_state_the_one_speed_record(monkeypatch, tmp_path):
     words = R.speed_words(R.speed_run())
     assert "2.50× the time of eager `F.layer_norm`" in words
     assert "20% less time than the compiled LayerNorm" in words
+
+
+def test_the_speed_record_names_the_pages_that_state_it():
+    # The timing phase executes these again when it measures the record again.
+    assert records.RECORDS[SPEED].pages == tuple(f"book/{p}" for p in SPEED_PAGES)
+    for spec in records.RECORDS.values():
+        assert all((REPO / f"{page}.md").exists() for page in spec.pages)
 
 
 @pytest.mark.parametrize("page", SPEED_PAGES)
@@ -189,3 +196,20 @@ def test_the_timing_phase_runs_alone_before_the_pages_execute(monkeypatch):
     monkeypatch.setattr(records, "stale", lambda: [])
     phase.measure_timings(None, env, ["book/rmsnorm"])
     assert len(runs) == 1  # nothing stale: nothing measured
+
+
+def test_prms_timings_are_the_record_at_the_chapters_fractions(monkeypatch, tmp_path):
+    from normedu import results
+    from normedu.experiments import rmsnorm as R
+
+    monkeypatch.setenv("NORMEDU_ROOT", str(tmp_path))
+    monkeypatch.setattr(records, "_MEMORY", {})
+    spec = records.RECORDS[R.PRMS_RECORD]
+    fake = [0.5, 0.6, 0.7, 0.8, 1.0]  # FAKE TEST DATA, one ratio per fraction
+    prov = {"record": {"name": R.PRMS_RECORD, "alone": True, "params": spec.params}}
+    results.write_record(records.path(R.PRMS_RECORD), {"time_ratio": fake}, prov)
+    R.prms_check.cache_clear()
+    try:
+        assert R.prms_check(n=1024).time_ratio.tolist() == fake
+    finally:
+        R.prms_check.cache_clear()

@@ -9,10 +9,10 @@ process of its own (``python -m normedu.records --stale --alone``), so that the 
 process never imports torch or starts a compiler.
 
 Only stale records are measured: missing, measured with other parameters, or made outside the
-timing phase (by a page run on its own). A record measured again makes the pages that read it
-(whose source names it) stale too: their cached outputs quote the previous measurement, so
-they leave the execution cache and are read, and executed, again. Every page of a build then
-states the numbers of one measurement.
+timing phase (by a page run on its own). A record measured again makes the pages that state it
+(its ``pages``) stale too: their cached outputs quote the previous measurement, so they leave
+the execution cache and are read, and executed, again. Every page of a build then states the
+numbers of one measurement.
 """
 
 from __future__ import annotations
@@ -59,18 +59,19 @@ def measure_timings(app, env, docnames) -> None:
 
 
 def _reexecute_readers(env, docnames, names) -> None:
-    """Drop the cached execution of every page whose source names one of ``names``, and have
-    Sphinx read it again."""
+    """Drop the cached execution of every page that states one of the records ``names``, and
+    have Sphinx read it again."""
     from jupyter_cache import get_cache
     from myst_nb.core.read import create_nb_reader
 
+    from normedu.records import RECORDS
+
     nb_config, md_config = env.mystnb_config, env.myst_config
     cache = get_cache(nb_config.execution_cache_path or ".jupyter_cache")
-    for docname in sorted(env.found_docs):
+    pages = {page for name in names for page in RECORDS[name].pages}
+    for docname in sorted(pages & set(env.found_docs)):
         path = Path(env.doc2path(docname))
         text = path.read_text(encoding="utf-8")
-        if not any(f'"{name}"' in text for name in names):
-            continue
         reader = create_nb_reader(str(path), md_config, nb_config, text)
         if reader is not None:
             try:
