@@ -213,3 +213,35 @@ def test_prms_timings_are_the_record_at_the_chapters_fractions(monkeypatch, tmp_
         assert R.prms_check(n=1024).time_ratio.tolist() == fake
     finally:
         R.prms_check.cache_clear()
+
+
+def test_a_remeasured_record_sends_its_pages_back_to_execution(tmp_path):
+    """A page cached with the previous measurement leaves the execution cache and is read
+    again (the real jupyter-cache and MyST-NB reader the build uses)."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.cache.main import CacheBundleIn
+    from myst_nb.core.config import NbParserConfig
+    from myst_nb.core.read import create_nb_reader
+    from myst_parser.config.main import MdParserConfig
+
+    (tmp_path / "book").mkdir()
+    page = tmp_path / "book" / "questions.md"
+    page.write_text((REPO / "book" / "questions.md").read_text())
+    nb_config = NbParserConfig(execution_mode="cache", execution_cache_path=str(tmp_path / "jc"))
+    md_config = MdParserConfig()
+    cache = get_cache(str(tmp_path / "jc"))
+    reader = create_nb_reader(str(page), md_config, nb_config, page.read_text())
+    nb = reader.read(page.read_text())
+    stage = cache.add_nb_to_project(str(page), read_data=reader.read_fmt)
+    cache.cache_notebook_bundle(CacheBundleIn(nb, stage.uri), check_validity=False, overwrite=True)
+    env = types.SimpleNamespace(
+        mystnb_config=nb_config,
+        myst_config=md_config,
+        found_docs={"book/questions", "book/intro"},
+        doc2path=lambda d: str(tmp_path / f"{d}.md"),
+    )
+    docnames = ["book/claims_ledger"]
+    _load_ext("timing_phase")._reexecute_readers(env, docnames, [SPEED])
+    assert docnames == ["book/questions", "book/claims_ledger"]
+    with pytest.raises(KeyError):
+        cache.match_cache_notebook(nb)
