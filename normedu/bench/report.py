@@ -129,14 +129,17 @@ class BenchResult:
         record = load_stored(STORED_NAME)
         return None if record is None else cls.from_record(record)
 
-    def table_markdown(self, pass_: str = "fwd", dtype: str = "float32") -> str:
-        """Markdown table: per shape and implementation, LN and RMS time, GB/s, fraction of copy."""
+    def table_markdown(self, pass_: str = "fwd", dtype: str = "float32", ratio: bool = True) -> str:
+        """Markdown table: per shape and implementation, LN and RMS time, GB/s, fraction of copy,
+        and (``ratio``) RMS / LN time. A page that states the forward ratio from the speed
+        record (:mod:`normedu.experiments.rmsnorm_speed`) leaves the column out."""
         # GPU kernels take tens of microseconds: milliseconds with 2 decimals would hide them.
         scale, unit, fmt = (1e6, "µs", ".1f") if self.device_type == "cuda" else (1e3, "ms", ".2f")
         lines = [
             f"| N × D | implementation | LayerNorm {unit} | RMSNorm {unit} | LN GB/s | RMS GB/s "
-            "| LN / copy: median (best) | RMS / copy: median (best) | RMS / LN |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| LN / copy: median (best) | RMS / copy: median (best) |"
+            + (" RMS / LN |" if ratio else ""),
+            "|---|---|---|---|---|---|---|---|" + ("---|" if ratio else ""),
         ]
         shapes = sorted({(r["n"], r["d"]) for r in self._rows})
         impls = [i for i in IMPLS if any(r["impl"] == i for r in self._rows)]
@@ -150,8 +153,8 @@ class BenchResult:
                 lines.append(
                     f"| {n} × {d} | {impl} | {ln['median_s'] * scale:{fmt}}"
                     f" | {rms['median_s'] * scale:{fmt}}"
-                    f" | {ln['gbps']:.1f} | {rms['gbps']:.1f} | {_frac(ln)} | {_frac(rms)}"
-                    f" | {rms['median_s'] / ln['median_s']:.2f} |"
+                    f" | {ln['gbps']:.1f} | {rms['gbps']:.1f} | {_frac(ln)} | {_frac(rms)} |"
+                    + (f" {rms['median_s'] / ln['median_s']:.2f} |" if ratio else "")
                 )
             for kind in ("copy", "clone"):
                 try:
@@ -161,7 +164,7 @@ class BenchResult:
                 lines.append(
                     f"| {n} × {d} | {kind} ({'preallocated' if kind == 'copy' else 'fresh'} "
                     f"output) | {c['median_s'] * scale:{fmt}} | | {c['gbps']:.1f} | | "
-                    f"{c['frac_of_copy']:.2f} | | |"
+                    f"{c['frac_of_copy']:.2f} | |" + (" |" if ratio else "")
                 )
         return "\n".join(lines)
 

@@ -160,7 +160,9 @@ def _speed_verdict(savings: dict[str, float], lo: float, hi: float) -> str:
 
 
 def speed_savings() -> tuple[dict[str, float], tuple[int, int], str]:
-    """``({impl: 1 - t_RMS / t_LN}, (N, D), device)`` at the widest live shape."""
+    """``({impl: 1 - t_RMS / t_LN}, (N, D), device)`` at the widest shape of the speed record
+    (``rmsnorm_layernorm_speed``, :mod:`normedu.experiments.rmsnorm_speed`), which every page
+    that states the ratio reads."""
     from ..experiments.rmsnorm import SPEED_SHAPES, speed_run
 
     res = speed_run(progress=False)
@@ -236,13 +238,15 @@ def params() -> Claim:
 
 
 def speed() -> list[Claim]:
-    """rmsnorm.speed_10_15 and rmsnorm.speed_25, on one live timing run."""
+    """rmsnorm.speed_10_15 and rmsnorm.speed_25, on the speed record (measured once per
+    build, alone; the fast appendix states the same record)."""
     savings, (n, d), device = speed_savings()
     text = "; ".join(f"{k} {100 * v:+.0f}%" for k, v in savings.items())
     note = (
-        "saving = 1 − t_RMS/t_LN, forward, float32; eager F.rms_norm is not fused on CPU"
+        "saving = 1 − t_RMS/t_LN, forward, float32, one thread; eager F.rms_norm is not "
+        "fused on CPU"
         if "CPU" in device
-        else "saving = 1 − t_RMS/t_LN, forward, float32"
+        else "saving = 1 − t_RMS/t_LN, forward, float32, one thread"
     )
     return [
         Claim(

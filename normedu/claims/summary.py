@@ -108,7 +108,7 @@ def comparison_markdown() -> str:
             "Compute",
             "Moderate",
             "Moderate: 2 reductions",
-            "Lowest: 1 reduction (faster only when fused, see the RMSNorm chapter)",
+            "Lowest: 1 reduction (its speed depends on the kernel: see below)",
         ),
         (
             f"Parameters per layer (C = D = {C})",

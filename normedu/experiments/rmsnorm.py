@@ -18,8 +18,8 @@
   re-centres but does not re-scale (:class:`CenterNorm`), and no norm, at a well-scaled and a
   badly scaled initialization, same seeds.
 
-Speed of LayerNorm vs RMSNorm as such is measured by :mod:`normedu.bench`
-(see :func:`speed_run`).
+Speed of LayerNorm vs RMSNorm is one record that every page reads
+(:mod:`normedu.experiments.rmsnorm_speed`, re-exported here).
 """
 
 from __future__ import annotations
@@ -34,6 +34,16 @@ import numpy as np
 import torch
 
 from ..conventions import DEFAULT_EPS
+from ..records import RECORDS
+from .rmsnorm_speed import (
+    SPEED_HEADLINE,
+    SPEED_RECORD,
+    SPEED_SHAPES,
+    copy_fractions,
+    speed_ratios,
+    speed_run,
+    speed_words,
+)
 
 __all__ = [
     "EXAMPLE_X",
@@ -43,8 +53,13 @@ __all__ = [
     "PRMSResult",
     "prms_check",
     "eps_check",
+    "SPEED_RECORD",
     "SPEED_SHAPES",
+    "SPEED_HEADLINE",
     "speed_run",
+    "speed_ratios",
+    "copy_fractions",
+    "speed_words",
     "param_counts",
     "backward_check",
     "gamma_mean_square",
@@ -166,8 +181,8 @@ class PRMSResult:
       factor, so their cosine is 1 whatever p; the scale error ``rel_err_*`` is what p changes.
     - time_ratio (P,): median time of the whole pRMSNorm forward (:func:`partial_rms`: the
       partial reduction plus the division of every feature) divided by that of full RMSNorm
-      (p = 1), timed with :func:`normedu.timing.interleaved` on this device; NaN where not
-      timed.
+      (p = 1), timed with :func:`normedu.timing.interleaved` on this device, one thread
+      (the record :data:`PRMS_RECORD` at the chapter's fractions); NaN where not timed.
     - shape: (N, D) of the test activations.
     """
 
@@ -185,15 +200,22 @@ def _rms_estimate_error(x: np.ndarray, p: float) -> float:
     return float(np.median(np.abs(part / full - 1)))
 
 
+#: The fractions the chapter measures (the timing record's params are the one source).
+PRMS_PS: tuple[float, ...] = tuple(RECORDS["prms_time_ratio"].params["ps"])
+
+
 @functools.lru_cache(maxsize=4)
 def prms_check(
-    ps=(0.0625, 0.125, 0.25, 0.5, 1.0),
+    ps=PRMS_PS,
     n: int = 4096,
     d: int = 1024,
     seed: int = 0,
     timed: bool = True,
 ) -> PRMSResult:
-    """Accuracy and speed of pRMSNorm at fractions ``ps`` on (n, d) activations (cached)."""
+    """Accuracy and speed of pRMSNorm at fractions ``ps`` on (n, d) activations (cached).
+
+    At the chapter's fractions, width and seed the times are the record ``prms_time_ratio``
+    (measured alone by the build's timing phase); at others they are timed here."""
     rng = np.random.default_rng(seed)
     equal = rng.standard_normal((n, d))
     # Unequal scales: a smooth ramp from 0.5 to 2 plus 1% outlier features at 10x, all in the
@@ -205,11 +227,42 @@ def prms_check(
     err_eq = np.array([_rms_estimate_error(equal, p) for p in ps])
     err_uneq = np.array([_rms_estimate_error(unequal, p) for p in ps])
     times = np.full(len(ps), np.nan)
-    if timed:
-        # Time on 1024 rows: temporaries stay under glibc's mmap threshold, so the page
-        # faults of fresh large buffers (see normedu.bench) do not swamp the reduction.
-        times = _time_partial(equal[:1024].astype(np.float32), ps)
+    if timed and {"ps": list(ps), "d": d, "seed": seed} == _prms_record_inputs():
+        # The chapter's own fractions: the timing is a record, measured alone by the build.
+        from ..records import read
+
+        times = np.array(read(PRMS_RECORD)["data"]["time_ratio"])
+    elif timed:
+        times = _time_partial(equal[:TIMED_ROWS].astype(np.float32), ps)
     return PRMSResult(np.array(ps), err_eq, err_uneq, times, (n, d))
+
+
+#: The record of pRMSNorm's time against full RMSNorm (:mod:`normedu.records`).
+PRMS_RECORD = "prms_time_ratio"
+#: Rows timed: temporaries stay under glibc's mmap threshold, so the page faults of fresh
+#: large buffers (see normedu.bench) do not swamp the reduction.
+TIMED_ROWS = 1024
+
+
+def _prms_record_inputs() -> dict:
+    from ..records import RECORDS
+
+    return {k: RECORDS[PRMS_RECORD].params[k] for k in ("ps", "d", "seed")}
+
+
+def prms_times(ps, d: int, seed: int) -> tuple[dict, dict]:
+    """``(data, provenance)`` of the record :data:`PRMS_RECORD`: ``{"time_ratio": [...]}``,
+    the median time of :func:`partial_rms` at each fraction of ``ps`` over that at p = 1, on
+    :data:`TIMED_ROWS` seeded rows of width ``d`` (the first rows :func:`prms_check` draws),
+    float32, one thread."""
+    from ..provenance import provenance
+    from .scale import threads
+
+    x = np.random.default_rng(seed).standard_normal((TIMED_ROWS, d)).astype(np.float32)
+    ratios = _time_partial(x, tuple(float(p) for p in ps))
+    with threads(1):
+        prov = provenance(f"python -m normedu.records {PRMS_RECORD}", device="cpu")
+    return {"time_ratio": [float(r) for r in ratios]}, prov
 
 
 def _time_partial(x: np.ndarray, ps) -> np.ndarray:
@@ -261,31 +314,6 @@ def eps_check(scales=(1.0, 1e-2, 1e-3, 1e-4), d: int = 512, seed: int = 0) -> li
                 row[name] = float(m(s * z).pow(2).mean().sqrt())
             rows.append(row)
     return rows
-
-
-# --------------------------------------------------------------------------- speed
-
-#: (N, D) shapes the chapter measures live: 1024-wide rows and LLaMA-7B-wide rows (4096).
-SPEED_SHAPES = ((2048, 1024), (512, 4096))
-
-
-def speed_run(progress: bool = True):
-    """LayerNorm vs RMSNorm forward, eager / textbook / compiled, float32, on this device.
-
-    Cached (via :func:`normedu.bench.run_cached`) so the chapter and its claims share it.
-    """
-    from ..bench import PRESETS, Selection, run_cached
-
-    return run_cached(
-        PRESETS["quick"].override(shapes=SPEED_SHAPES),
-        Selection(
-            ops=("layernorm", "rmsnorm"),
-            impls=("eager", "textbook", "compiled"),
-            passes=("fwd",),
-            dtypes=("float32",),
-        ),
-        progress=progress,
-    )
 
 
 # --------------------------------------------------------------------------- backward

@@ -1,0 +1,197 @@
+"""Named records: every number that more than one page states, measured once and read by all.
+
+A page that states a number another page also states does not compute it: it reads the
+record, ``records.read("rmsnorm_layernorm_speed")``. A record is one JSON file,
+``<course root>/_build/records/<name>.json``, written with :func:`normedu.results.write_record`
+(``{"provenance", "data"}``); its provenance says what it measured (``record.params``) and
+whether the build's timing phase made it (``record.alone``).
+
+* :data:`RECORDS` is the registry: name -> :class:`Record` (what it holds, the function that
+  computes it, given by dotted path so that this module stays torch-free, its parameters, and
+  whether it is a timing).
+* :func:`read` returns the stored record, or computes, stores and returns it when it is
+  absent or was measured with other parameters: a page executed on its own (a student in
+  JupyterLab) still works. When several processes compute one at once, the first stored wins
+  and the others return it, so that every page of a build reads the same numbers.
+* Timings change with the machine's load, and the build executes its pages several at a time:
+  the build measures every timing record first, with nothing else of it running
+  (``book/_ext/timing_phase.py`` runs ``python -m normedu.records --alone``), and the pages
+  only read them. A record is measured again when it is missing, when its parameters changed,
+  or, for a timing, when it was not made by the timing phase (a page run on its own made it).
+
+Outside a course checkout (no course root) records are computed and kept in memory only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .paths import course_root
+from .results import read_record, write_record
+
+__all__ = ["Record", "RECORDS", "FOLDER", "path", "read", "compute", "stale", "main"]
+
+#: Where the records of a build live, under the course root (removed with the build).
+FOLDER = Path("_build") / "records"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One named record.
+
+    - description: what it holds, in a sentence (for the command line and the reader).
+    - compute: ``"module:function"``; ``function(**params)`` returns ``(data, provenance)``,
+      data JSON-serialisable, provenance as :func:`normedu.provenance.provenance` (taken
+      inside the measurement, so that it states the threads it ran with).
+    - params: what is measured (sizes, repetitions); a stored record with other params is
+      measured again.
+    - timing: a measurement of speed: made in the build's timing phase, alone.
+    - pages: the book's pages (docnames) that state it: executed again when it is measured
+      again, so that a cached page never quotes an earlier measurement.
+    """
+
+    description: str
+    compute: str
+    params: dict[str, Any] = field(default_factory=dict)
+    timing: bool = False
+    pages: tuple[str, ...] = ()
+
+
+#: Every named record. Sizes are the ones the pages state, no more: the timing phase is part
+#: of every cold build.
+RECORDS: dict[str, Record] = {
+    "rmsnorm_layernorm_speed": Record(
+        description="forward time of RMSNorm and LayerNorm (eager, textbook, compiled, fast) "
+        "and of a copy, float32, one thread, medians of interleaved rounds: the speed ratio "
+        "the RMSNorm chapter, the fast appendix, the summary and the questions state",
+        compute="normedu.experiments.rmsnorm_speed:measure",
+        params={
+            "shapes": [[2048, 1024], [512, 4096]],
+            "impls": ["eager", "textbook", "compiled", "fast"],
+            "reps": 15,
+            "warmup": 1,
+        },
+        timing=True,
+        pages=("book/rmsnorm", "book/fast", "book/summary", "book/questions"),
+    ),
+    "prms_time_ratio": Record(
+        description="time of pRMSNorm (the RMS of the first p of the features) over full "
+        "RMSNorm at each fraction p, eager torch, float32, one thread, medians of interleaved "
+        "rounds: the RMSNorm chapter's table and claim",
+        compute="normedu.experiments.rmsnorm:prms_times",
+        params={"ps": [0.0625, 0.125, 0.25, 0.5, 1.0], "d": 1024, "seed": 0},
+        timing=True,
+        pages=("book/rmsnorm",),
+    ),
+}
+
+_MEMORY: dict[str, dict[str, Any]] = {}
+
+
+def _spec(name: str) -> Record:
+    if name not in RECORDS:
+        raise KeyError(f"no record named {name!r}; the records are {sorted(RECORDS)}")
+    return RECORDS[name]
+
+
+def path(name: str) -> Path | None:
+    """``<course root>/_build/records/<name>.json``, or None outside a course checkout."""
+    _spec(name)
+    root = course_root()
+    return None if root is None else root / FOLDER / f"{name}.json"
+
+
+def _stored(name: str) -> dict[str, Any] | None:
+    """The stored record if it measured this record's params (else None)."""
+    p = path(name)
+    if p is None or not p.exists():
+        return None
+    try:
+        rec = read_record(p)
+    except (ValueError, json.JSONDecodeError):
+        return None
+    meta = rec["provenance"].get("record", {})
+    return rec if meta.get("params") == _spec(name).params else None
+
+
+def stale(timing_only: bool = True) -> list[str]:
+    """Names of the records the timing phase must (re)make: missing, measured with other
+    params, or (timings) not made by the timing phase."""
+    out = []
+    for name, spec in RECORDS.items():
+        if timing_only and not spec.timing:
+            continue
+        rec = _stored(name)
+        if rec is None or (spec.timing and not rec["provenance"]["record"].get("alone")):
+            out.append(name)
+    return out
+
+
+def compute(name: str, *, alone: bool = False, replace: bool = True) -> dict[str, Any]:
+    """Compute record ``name`` and store it; returns ``{"provenance", "data"}``.
+
+    ``alone``: made by the timing phase, with nothing else of the build running.
+    ``replace=False``: if another process stored the record meanwhile, keep and return
+    that one (first stored wins), so that concurrent readers agree.
+    """
+    spec = _spec(name)
+    module, func = spec.compute.split(":")
+    data, prov = getattr(importlib.import_module(module), func)(**spec.params)
+    prov = {**prov, "record": {"name": name, "params": spec.params, "alone": alone}}
+    rec = {"provenance": prov, "data": data}
+    p = path(name)
+    if p is None:
+        return rec
+    tmp = p.with_name(f".{p.name}.{os.getpid()}")
+    write_record(tmp, data, prov)
+    if replace:
+        os.replace(tmp, p)
+        return rec
+    try:
+        os.link(tmp, p)  # fails if another process stored it first
+    except FileExistsError:
+        rec = _stored(name) or rec
+    finally:
+        tmp.unlink()
+    return rec
+
+
+def read(name: str) -> dict[str, Any]:
+    """Record ``name`` as ``{"provenance", "data"}``: the stored one, else computed now.
+
+    Within one process a record is read from disk once.
+    """
+    if name not in _MEMORY:
+        rec = _stored(name)
+        if rec is None:
+            p = path(name)
+            if p is not None and p.exists():
+                p.unlink()  # measured with other params: measure again
+            rec = compute(name, replace=False)
+        _MEMORY[name] = rec
+    return _MEMORY[name]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m normedu.records [--alone] [--stale] [NAME ...]``: compute records (all, the
+    named ones, or the stale timings) and store them under ``_build/records``."""
+    ap = argparse.ArgumentParser(prog="python -m normedu.records", description=main.__doc__)
+    ap.add_argument("names", nargs="*", help=f"records to compute (of {sorted(RECORDS)})")
+    ap.add_argument("--alone", action="store_true", help="mark them made by the timing phase")
+    ap.add_argument("--stale", action="store_true", help="only the stale timing records")
+    args = ap.parse_args(argv)
+    names = stale() if args.stale else (args.names or list(RECORDS))
+    for name in names:
+        rec = compute(name, alone=args.alone)
+        print(f"{name}: {RECORDS[name].description} ({rec['provenance'].get('device')})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
