@@ -200,12 +200,18 @@ def test_message_check_only_failure_is_caught():
 
 
 #: The answer cells of every assignment named after a registered norm or whose checks are a
-#: NormTable (a new one is covered without an edit here), and the Jacobian's.
+#: NormTable (a new one is covered without an edit here), and the Jacobian's; not the optional
+#: staged backward a student may write on the way to the graded one (``*_staged``: no test
+#: cell grades it, its own self-check compares it with finite differences).
 NORM_FUNCTIONS = tuple(
     sorted(
-        {cell for a in ASSIGNMENTS if a in norms.kinds() for cell in _cells(a)[0]}
-        | {cell for a in ASSIGNMENTS if _tabled(a) for cell in _cells(a)[0]}
-        | set(_cells("jacobian")[0])
+        cell
+        for cell in (
+            {cell for a in ASSIGNMENTS if a in norms.kinds() for cell in _cells(a)[0]}
+            | {cell for a in ASSIGNMENTS if _tabled(a) for cell in _cells(a)[0]}
+            | set(_cells("jacobian")[0])
+        )
+        if not cell.endswith("_staged")
     )
 )
 

@@ -92,8 +92,8 @@ BATCHNORM = NormTable(
             ("dγ needs the forward's x̂ = (x − μ)/sqrt(σ² + ε), ε included; yours leaves ε out of x̂",
              lambda p: ((p.dout * normalize(p.x, 0, eps=0.0)).sum(0), p.dout.sum(0)))]),
         (("dx",), [
-            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (γ/σ)·(dout − mean(dout) − x̂·mean(dout·x̂))"),
-            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: dx = (γ/σ)·(dout − mean(dout) − x̂·mean(dout·x̂)), means over the batch"),
+            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x: in your graph, dx also receives gradient through σ² and through μ, two more terms, each with a sum over the batch"),
+            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: follow the path x → σ² → x̂ in your graph; it adds a term proportional to x̂, with a sum over the batch"),
             *switched(_dx, no_mean_term="dx is missing the term that comes from the mean depending on x: subtract mean(γ·dout) over the batch"),
             *switched(_dx, dx_no_gamma="dx must be multiplied by γ (the upstream gradient reaches x̂ as γ·dout)"),
             *switched(_dx, unbiased="your backward uses the unbiased variance; the forward normalizes with the biased one (divide by N)"),

@@ -169,8 +169,8 @@ GROUPNORM = NormTable(
             (DX_PER_POSITION, lambda p: ((p.dout * _per_position(p.replace(gamma=None, beta=None))).sum(_param_axes(p)), p.dout.sum(_param_axes(p)))),
         ]),
         (("dx",), [
-            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) per group"),
-            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: per (sample, group) row, dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ[c]·dout"),
+            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x: in your graph, dx also receives gradient through each group's σ² and μ, two more terms, each with a sum over the group"),
+            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: per (sample, group) row, follow the path x → σ² → x̂ in your graph; it adds a term proportional to x̂, with a sum over the group (of g = γ[c]·dout times x̂)"),
             *switched(_dx, no_mean_term="dx is missing the term that comes from the mean depending on x: subtract mean(γ[c]·dout) over each (sample, group) row"),
             ("γ must multiply dout before the group means (g = γ[c]·dout, then the means over the group): γ differs between the channels of one group, so multiplying LayerNorm's dx by γ afterwards is wrong",
              lambda p: _dx(p, gamma_mode="after")),

@@ -83,8 +83,8 @@ LAYERNORM = NormTable(
             ("dγ needs the forward's x̂ = (x − μ)/sqrt(σ² + ε), ε included; yours leaves ε out of x̂",
              lambda p: ((p.dout * normalize(p.x, -1, eps=0.0)).sum(_lead(p)), p.dout.sum(_lead(p))))]),
         (("dx",), [
-            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x, which adds two terms: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂))"),
-            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: dx = (1/σ)·(g − mean(g) − x̂·mean(g·x̂)) with g = γ·dout, means over the last axis"),
+            *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x: in your graph, dx also receives gradient through σ² and through μ, two more terms, each with a sum over the features of the row"),
+            *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: follow the path x → σ² → x̂ in your graph; it adds a term proportional to x̂, with a sum over the last axis (of g = γ·dout times x̂)"),
             *switched(_dx, no_mean_term="dx is missing the term that comes from the mean depending on x: subtract mean(γ·dout) over the last axis"),
             *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ·dout"),
             *switched(_dx, unbiased="your backward uses the unbiased variance; the forward normalizes with the biased one (divide by D)"),

@@ -100,10 +100,10 @@ RMSNORM = NormTable(
             means="dγ is a sum over every leading axis, not a mean") + [
             (BATCH_AXIS_BACKWARD, lambda p: (p.dout * p.x / np.sqrt((p.x * p.x).mean(0, keepdims=True) + p.eps)).sum(_lead(p)))]),
         (("dx",), [
-            *switched(_dx, no_var_term="dx treats the RMS as a constant (dx = γ·dout/rms); it depends on x, which adds a term: dx = (1/rms)·(g − x̂·mean(g·x̂)) with g = γ·dout"),
+            *switched(_dx, no_var_term="dx treats the RMS as a constant (dx = γ·dout/rms); it depends on x: in your graph, dx also receives gradient through the mean of squares, one more term with a sum over the features of the row"),
             *switched(_dx, dx_no_gamma="dx must include γ: the upstream gradient reaches x̂ as g = γ·dout"),
-            ("your dx subtracts mean(g): that term belongs to LayerNorm (it comes from the mean); RMSNorm has no mean, so dx = (1/rms)·(g − x̂·mean(g·x̂))", _dx_centered),
-            ("the projection term of dx is not divided by the RMS: dx = (1/rms)·(g − x̂·mean(g·x̂)), where 1/rms multiplies both terms (with x instead of x̂: g/rms − x·mean(g·x)/rms³)",
+            ("your dx subtracts mean(g): that term belongs to LayerNorm (it comes from the mean node); RMSNorm's graph has no mean node, so no such term", _dx_centered),
+            ("the projection term of dx is not divided by the RMS: 1/rms multiplies both terms of dx (written with x instead of x̂, the projection term carries 1/rms³)",
              lambda p: _dx_split(p)),
             (BATCH_AXIS_BACKWARD, lambda p: normalize_backward(p.dout, p.x, 0, p.gamma, p.eps, center=False)),
         ]),
