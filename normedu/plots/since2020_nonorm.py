@@ -68,7 +68,9 @@ def curve_figure(res: Comparison, demos: list[TokenScaleDemo], shown: float = 1.
     b.set_xlabel("input x (one element)")
     b.legend(fontsize=8, loc="upper left")
     spreads = [d.log_spread for d in demos]
-    c.plot(spreads, [d.fit.r2_tanh for d in demos], color="black", marker="o", label="tanh fit")
+    c.plot(
+        spreads, [d.fit.r2_tanh for d in demos], color="black", ls="-", marker="o", label="tanh fit"
+    )
     c.plot(
         spreads,
         [d.fit.r2_line for d in demos],
