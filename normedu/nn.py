@@ -10,6 +10,7 @@ Shapes:
 - :func:`batch_norm`, :class:`BatchNorm1d`: x (N, C) or (N, C, L).
 - :func:`group_norm`, :class:`GroupNorm`: x (N, C) or (N, C, *spatial), C divisible by the
   number of groups G; groups are adjacent channels.
+- :func:`dyt`, :class:`DyT`: x (..., D); an element-wise map, no statistics and no eps.
 
 ``tests/test_nn.py`` checks each against ``torch.nn.functional`` and ``torch.nn``.
 """
@@ -29,10 +30,12 @@ __all__ = [
     "rms_norm",
     "batch_norm",
     "group_norm",
+    "dyt",
     "LayerNorm",
     "RMSNorm",
     "BatchNorm1d",
     "GroupNorm",
+    "DyT",
     "make_norm",
     "norm_classes",
 ]
@@ -297,6 +300,52 @@ class GroupNorm(nn.Module):
         return f"{self.groups}, {self.c}, eps={self.eps}, affine={self.weight is not None}"
 
 
+def dyt(
+    x: Tensor, alpha: Tensor | float, weight: Tensor | None = None, bias: Tensor | None = None
+) -> Tensor:
+    """Dynamic Tanh (Zhu et al., 2025): ``weight * tanh(alpha * x) + bias``.
+
+    x (..., D); alpha a scalar (a 0-d tensor or a float); weight (gamma) and bias (beta) (D,) or
+    None -> (..., D). Element by element: no mean, no variance, so no eps.
+    """
+    d = _check_last(x)
+    _check_param(weight, d, "weight", x, "the last axis")
+    _check_param(bias, d, "bias", x, "the last axis")
+    if isinstance(alpha, Tensor) and alpha.numel() != 1:
+        raise ValueError(f"alpha must be a scalar, got shape {tuple(alpha.shape)}")
+    out = torch.tanh(alpha * _upcast(x))
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out.to(x.dtype)
+
+
+class DyT(nn.Module):
+    """Dynamic Tanh, a drop-in replacement for LayerNorm (Zhu et al., 2025).
+
+    ``y = weight * tanh(alpha * x) + bias`` over the last axis, element by element. Parameters:
+    ``alpha`` (a 0-d scalar, starts at ``alpha0``; the paper's default is 0.5), ``weight``
+    (gamma, (d,), ones) and ``bias`` (beta, (d,), zeros): 2 d + 1 in all. Input (..., d) ->
+    output (..., d). No ``eps``: nothing is divided.
+    """
+
+    def __init__(self, d: int, alpha0: float = 0.5) -> None:
+        super().__init__()
+        if d <= 0:
+            raise ValueError(f"d must be positive, got {d}")
+        self.d, self.alpha0 = d, alpha0
+        self.alpha = nn.Parameter(torch.tensor(float(alpha0)))
+        self.weight = nn.Parameter(torch.ones(d))
+        self.bias = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dyt(x, self.alpha, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"{self.d}, alpha0={self.alpha0}"
+
+
 nn_module = sys.modules[__name__]
 
 
@@ -309,7 +358,8 @@ def make_norm(kind: str, d: int, eps: float = DEFAULT_EPS) -> nn.Module:
     """Build the norm ``kind`` of :data:`normedu.norms.NORMS` for width ``d``, or ``"none"``.
 
     ``"layernorm"``, ``"rmsnorm"``, ``"batchnorm"``, ``"groupnorm"`` (groups of
-    :func:`normedu.norms.groups_for`) or ``"none"`` (an ``nn.Identity``); case-insensitive.
+    :func:`normedu.norms.groups_for`), ``"dyt"`` (``eps`` unused: DyT has none) or ``"none"``
+    (an ``nn.Identity``); case-insensitive.
     Models that take a ``norm=`` switch call this so every experiment spells the kinds the same.
     ``"groupnorm"`` expects inputs (N, d, *spatial), channels on axis 1.
     """
@@ -317,9 +367,11 @@ def make_norm(kind: str, d: int, eps: float = DEFAULT_EPS) -> nn.Module:
         return nn.Identity()
     spec = norms.get(kind)
     cls = _module_class(spec)
+    # A norm without eps (DyT) divides by nothing: it is built from the width alone.
+    kw = {"eps": eps} if spec.has_eps else {}
     if spec.grouped:
-        return cls(norms.groups_for(d), d, eps=eps)
-    return cls(d, eps=eps)
+        return cls(norms.groups_for(d), d, **kw)
+    return cls(d, **kw)
 
 
 def norm_classes(*, per_token: bool | None = None) -> tuple[type[nn.Module], ...]:

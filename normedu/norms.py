@@ -34,13 +34,16 @@ class NormSpec:
     - kind: the lower-case switch value, e.g. ``"layernorm"``.
     - module: the module class: a name in :mod:`normedu.nn` (``"LayerNorm"``), or
       ``"torch.nn.Name"`` for a norm the course takes from torch. Built as
-      ``cls(d, eps=eps)``, or ``cls(groups_for(d), d, eps=eps)`` when ``grouped``.
+      ``cls(d, eps=eps)``, or ``cls(groups_for(d), d, eps=eps)`` when ``grouped``, or
+      ``cls(d)`` when it has no ``eps`` (``has_eps=False``).
     - function: the functional entry point's name, in normedu and in torch (``"layer_norm"``).
     - torch_modules: torch.nn classes of the same norm (the guard blocks them; the model
       helpers count them as norms).
     - per_token: statistics per row over the last axis only, so that it applies to each
       token of a (B, T, D) hidden state.
     - grouped: the constructor takes a number of groups first (torch's ``GroupNorm``).
+    - has_eps: the norm divides by a statistic and takes an ``eps``; False for an
+      element-wise map such as DyT, which divides by nothing and has no ``eps`` argument.
     - color, linestyle, marker: how every figure of the book draws this norm (an Okabe-Ito
       colour, and a second cue so that no line is told apart by colour alone); read by
       :mod:`normedu.plots`, so a new norm is drawn without an edit there.
@@ -52,6 +55,7 @@ class NormSpec:
     torch_modules: tuple[str, ...]
     per_token: bool
     grouped: bool = False
+    has_eps: bool = field(default=True, kw_only=True)
     color: str = field(default="#000000", kw_only=True)
     linestyle: str | tuple = field(default="-", kw_only=True)
     marker: str = field(default="o", kw_only=True)
@@ -96,6 +100,19 @@ NORMS: tuple[NormSpec, ...] = (
         color="#CC79A7",
         linestyle=(0, (5, 1, 1, 1, 1, 1)),
         marker="D",
+    ),
+    # Dynamic Tanh (Zhu et al., 2025): gamma * tanh(alpha x) + beta, element-wise, with a
+    # learnable scalar alpha; no statistic, so no eps. torch has no module of its own.
+    NormSpec(
+        "dyt",
+        "DyT",
+        "dyt",
+        (),
+        True,
+        has_eps=False,
+        color="#E69F00",
+        linestyle=(0, (3, 1, 1, 1)),
+        marker="h",
     ),
 )
 

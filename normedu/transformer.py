@@ -11,9 +11,11 @@ one of two ways (``placement``):
   normalized, and a final norm sits after the last block (``final_norm=None`` picks this).
 
 ``norm`` is a per-token norm of :data:`normedu.norms.NORMS` (``"layernorm"``,
-``"rmsnorm"``) or ``"none"`` (built with :func:`normedu.nn.make_norm`), and
+``"rmsnorm"``, ``"dyt"``) or ``"none"`` (built with :func:`normedu.nn.make_norm`), and
 ``residual=False`` removes the skip connections (the ablation of the gradient-highway
-experiment). ``causal``, ``activation`` and ``embed_std``
+experiment). ``residual_scale="rezero"`` multiplies each sub-block's branch by a learnable
+scalar that starts at 0 (ReZero, Bachlechner et al.; SkipInit, De and Smith): the stack starts
+as the identity on the residual stream. ``causal``, ``activation`` and ``embed_std``
 switch off the ways the stack differs from a plain encoder layer stack such as
 ``torch.nn.TransformerEncoderLayer`` (no mask, ReLU, unit-variance inputs); the Pre/Post-Norm
 chapter flips them one at a time.
@@ -48,6 +50,8 @@ PLACEMENTS = ("pre", "post")
 NORMS = (*norms.kinds(per_token=True), norms.NONE)
 INITS = ("xavier", "gpt2")
 ACTIVATIONS = ("gelu", "relu")
+#: ``residual_scale``: no gate, or ReZero's learnable scalar per branch, initialized at 0.
+RESIDUAL_SCALES = ("none", "rezero")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class GPTConfig:
     - embed_std: std of the token and the position embedding weights; None keeps the
       ``init`` default (D^-1/2 for xavier, 0.02 for gpt2). 2^-1/2 makes their sum, the input
       of block 0, unit-variance.
+    - residual_scale: ``"none"``, or ``"rezero"``: each sub-block adds ``a * branch`` with a
+      learnable scalar ``a`` per branch that starts at 0 (needs ``residual``); ReZero pairs it
+      with ``norm="none"``.
     """
 
     vocab: int = 32
@@ -89,6 +96,7 @@ class GPTConfig:
     causal: bool = True
     activation: str = "gelu"
     embed_std: float | None = None
+    residual_scale: str = "none"
 
     def __post_init__(self) -> None:
         if self.placement not in PLACEMENTS:
@@ -99,6 +107,12 @@ class GPTConfig:
             raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.residual_scale not in RESIDUAL_SCALES:
+            raise ValueError(
+                f"residual_scale must be one of {RESIDUAL_SCALES}, got {self.residual_scale!r}"
+            )
+        if self.residual_scale != "none" and not self.residual:
+            raise ValueError("residual_scale scales the residual branch: it needs residual=True")
         if self.embed_std is not None and self.embed_std <= 0:
             raise ValueError(f"embed_std must be positive, got {self.embed_std}")
         for name in ("vocab", "d_model", "n_heads", "n_layers", "max_len"):
@@ -179,7 +193,9 @@ class Block(nn.Module):
 
     With ``placement="pre"``: ``x + attn(norm1(x))`` then ``x + mlp(norm2(x))``.
     With ``placement="post"``: ``norm1(x + attn(x))`` then ``norm2(x + mlp(x))``.
-    Without residual the ``x +`` is dropped. Input and output (B, T, D).
+    Without residual the ``x +`` is dropped. With ``residual_scale="rezero"`` each branch is
+    multiplied by its scalar ``gate1`` / ``gate2`` (0 at init) before it is added.
+    Input and output (B, T, D).
     """
 
     def __init__(self, cfg: GPTConfig) -> None:
@@ -189,17 +205,23 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.causal)
         self.norm2 = make_norm(cfg.norm, cfg.d_model)
         self.mlp = MLP(cfg.d_model, cfg.ff, cfg.activation)
+        # ReZero: one scalar per branch, at 0, so that every block starts as the identity.
+        self.gate1 = self.gate2 = None
+        if cfg.residual_scale == "rezero":
+            self.gate1, self.gate2 = nn.Parameter(torch.zeros(())), nn.Parameter(torch.zeros(()))
 
-    def _sub(self, x: Tensor, norm: nn.Module, layer: nn.Module) -> Tensor:
+    def _sub(self, x: Tensor, norm: nn.Module, layer: nn.Module, gate=None) -> Tensor:
         if self.placement == "pre":
             y = layer(norm(x))
+            y = y if gate is None else gate * y
             return x + y if self.residual else y
         y = layer(x)
+        y = y if gate is None else gate * y
         return norm(x + y if self.residual else y)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self._sub(x, self.norm1, self.attn)
-        return self._sub(x, self.norm2, self.mlp)
+        x = self._sub(x, self.norm1, self.attn, self.gate1)
+        return self._sub(x, self.norm2, self.mlp, self.gate2)
 
 
 class TinyGPT(nn.Module):
@@ -253,6 +275,11 @@ class TinyGPT(nn.Module):
                 module.weight.fill_(1.0)
                 if getattr(module, "bias", None) is not None:
                     module.bias.zero_()
+                if hasattr(module, "alpha0"):  # DyT's scalar back to its start
+                    module.alpha.fill_(module.alpha0)
+            if isinstance(module, Block) and module.gate1 is not None:
+                module.gate1.zero_()
+                module.gate2.zero_()
 
     def hidden(self, idx: Tensor) -> Tensor:
         """Residual stream after the last block (before the final norm): (B, T, D)."""

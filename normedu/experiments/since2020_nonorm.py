@@ -1,0 +1,393 @@
+"""Training without normalization: ReZero, Dynamic Tanh and no norm at all, against LayerNorm.
+
+Three measurements on :class:`normedu.transformer.TinyGPT` and the synthetic tasks of
+:mod:`normedu.sequence_tasks`:
+
+- :func:`rezero_identity`: a ReZero stack at initialization passes the residual stream through
+  unchanged (forward), and hands every block the same gradient (backward).
+- :func:`compare`: the same Pre-Norm stack with each of :data:`VARIANTS` (LayerNorm, RMSNorm,
+  DyT, ReZero, no norm) trained in lockstep on the same batches: loss curves, per-block
+  gradient profiles at initialization and after training, and tokens per second, every step
+  of every variant timed with the variants' order rotating from step to step.
+- :func:`ln_curve` (run inside :func:`compare` on the trained LayerNorm model): every
+  LayerNorm's input against its normalized output, element by element, and the best fit of
+  ``c * tanh(alpha * x)`` to that cloud (against the best straight line). It and the other
+  curve helpers live in :mod:`.since2020_nonorm_curve` and are re-exported here.
+
+Cached per preset, so the chapter and its claim checks share one run. ``SIZES["cpu"]`` takes
+about 12 CPU-seconds; ``SIZES["cuda"]`` is a larger setting for a GPU (no stored run yet).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..device import pick_device, preset_name
+from .scale import threads
+from .since2020_nonorm_curve import (
+    ALPHA_GRID,
+    LNCurve,
+    TanhFit,
+    TokenScaleDemo,
+    fit_line,
+    fit_tanh,
+    ln_curve,
+    token_scale_demo,
+)
+
+__all__ = [
+    "NoNormSize",
+    "SIZES",
+    "VARIANTS",
+    "LABELS",
+    "variant_config",
+    "rezero_identity",
+    "RezeroIdentity",
+    "stream_rms",
+    "ALPHA_GRID",
+    "TanhFit",
+    "fit_tanh",
+    "fit_line",
+    "LNCurve",
+    "ln_curve",
+    "TokenScaleDemo",
+    "token_scale_demo",
+    "Run",
+    "Comparison",
+    "compare",
+]
+
+
+@dataclass(frozen=True)
+class NoNormSize:
+    """Sizes of :func:`compare`: ``depth`` (blocks), ``d_model``, ``n_heads``, ``vocab``,
+    ``n_items`` (prompt length), ``batch``, ``steps`` (Adam steps, the same for every variant),
+    ``lr`` (constant, no warm-up), ``task``; ``curve_batch``: sequences whose LayerNorm inputs
+    :func:`ln_curve` collects; ``curve_points``: how many (input, output) pairs it keeps for
+    the figure; ``threads``: torch threads while running (None: leave as is)."""
+
+    depth: int
+    d_model: int
+    n_heads: int
+    vocab: int
+    n_items: int
+    batch: int
+    steps: int
+    lr: float
+    task: str = "reverse"
+    curve_batch: int = 32
+    curve_points: int = 3000
+    threads: int | None = None
+
+
+SIZES: dict[str, NoNormSize] = {
+    "cpu": NoNormSize(
+        depth=10,
+        d_model=32,
+        n_heads=4,
+        vocab=16,
+        n_items=6,
+        batch=16,
+        steps=90,
+        lr=5e-3,
+        threads=1,
+    ),
+    "cuda": NoNormSize(
+        depth=24,
+        d_model=256,
+        n_heads=8,
+        vocab=64,
+        n_items=16,
+        batch=64,
+        steps=1000,
+        lr=1e-3,
+        curve_batch=256,
+    ),
+}
+
+#: The variants compared, in the order of the tables: the GPTConfig switches of each.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "layernorm": {"norm": "layernorm"},
+    "rmsnorm": {"norm": "rmsnorm"},
+    "dyt": {"norm": "dyt"},
+    "rezero": {"norm": "none", "residual_scale": "rezero"},
+    "none": {"norm": "none"},
+}
+#: How the page names each variant.
+LABELS = {
+    "layernorm": "LayerNorm",
+    "rmsnorm": "RMSNorm",
+    "dyt": "DyT",
+    "rezero": "ReZero (no norm)",
+    "none": "no norm",
+}
+
+
+def variant_config(name: str, size: NoNormSize, seed: int = 0):
+    """The :class:`~normedu.transformer.GPTConfig` of variant ``name`` at ``size`` (Pre-Norm)."""
+    from ..sequence_tasks import seq_len
+    from ..transformer import GPTConfig
+
+    if name not in VARIANTS:
+        raise ValueError(f"unknown variant {name!r}; choose one of {tuple(VARIANTS)}")
+    return GPTConfig(
+        vocab=size.vocab,
+        d_model=size.d_model,
+        n_heads=size.n_heads,
+        n_layers=size.depth,
+        max_len=seq_len(size.task, size.n_items),
+        placement="pre",
+        seed=seed,
+        **VARIANTS[name],
+    )
+
+
+def _batch(size: NoNormSize, batch: int, seed: int, device):
+    from ..sequence_tasks import make_batch
+
+    return make_batch(size.task, batch, size.n_items, size.vocab, seed=seed, device=device)
+
+
+# --------------------------------------------------------------------------- ReZero at init
+
+
+@dataclass(frozen=True)
+class RezeroIdentity:
+    """A freshly built ReZero stack on one batch.
+
+    - max_stream_change: max |residual stream after the last block - stream entering block 0|.
+    - block_grads: ||dL/d(output of block l)|| for every block, input side first.
+    - max_grad_change: max |dL/d(output of block l) - dL/d(output of the last block)| over l.
+    """
+
+    depth: int
+    max_stream_change: float
+    block_grads: list[float]
+    max_grad_change: float
+
+
+def rezero_identity(depth: int = 10, d_model: int = 32, seed: int = 0) -> RezeroIdentity:
+    """Build a ReZero TinyGPT and check the identity at init, forward and backward."""
+    import torch
+
+    from ..sequence_tasks import lm_loss
+    from ..transformer import TinyGPT
+
+    size = SIZES["cpu"]
+    cfg = variant_config("rezero", size, seed).with_(n_layers=depth, d_model=d_model)
+    model = TinyGPT(cfg)
+    b = _batch(size, 8, seed, None)
+    grads: list[torch.Tensor] = []
+    x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
+    x0 = x
+    outs = []
+    for block in model.blocks:
+        x = block(x)
+        x.retain_grad()
+        outs.append(x)
+    lm_loss(model.head(model.final(x)), b).backward()
+    grads = [o.grad for o in outs]
+    change = float((x - x0).detach().abs().max())
+    grad_change = max(float((g - grads[-1]).abs().max()) for g in grads)
+    return RezeroIdentity(depth, change, [float(g.norm()) for g in grads], grad_change)
+
+
+def stream_rms(names=("layernorm", "none", "rezero"), preset: str | None = None, seed: int = 0):
+    """RMS of the residual stream at initialization: ``{name: [entering block 1, after block
+    1, ..., after block L]}`` for each variant, on one batch of the comparison's task and size."""
+    import torch
+
+    from ..device import choose
+    from ..transformer import TinyGPT
+
+    size = SIZES[preset] if preset else choose(SIZES)
+    b = _batch(size, 16, seed, None)
+    out = {}
+    with torch.no_grad():
+        for name in names:
+            model = TinyGPT(variant_config(name, size, seed))
+            x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
+            rms = [float(x.pow(2).mean().sqrt())]
+            for block in model.blocks:
+                x = block(x)
+                rms.append(float(x.pow(2).mean().sqrt()))
+            out[name] = rms
+    return out
+
+
+# --------------------------------------------------------------------------- the comparison
+
+
+@dataclass
+class Run:
+    """One variant's training run.
+
+    - losses: training loss per step (NaN from the step it diverged on).
+    - final_loss: mean loss over the last tenth of the steps (NaN if it diverged).
+    - trained: final_loss below half of chance, ln(V - 2).
+    - seconds: wall-clock seconds of its timed steps (forward, backward, Adam step).
+    - tokens_per_s: tokens it processed per second of those steps.
+    - grad_init, grad_end: ||dL/d(block output)|| per block at initialization and after
+      training, on a held-out batch, input side first.
+    - scalars: DyT's alphas (one per DyT, input side first, the final one last) or ReZero's
+      gates (two per block) after training; [] for the others.
+    """
+
+    name: str
+    losses: list[float]
+    final_loss: float
+    trained: bool
+    diverged: bool
+    seconds: float
+    tokens_per_s: float
+    grad_init: list[float]
+    grad_end: list[float]
+    scalars: list[float] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return LABELS[self.name]
+
+
+@dataclass
+class Comparison:
+    """Every variant's :class:`Run`, the size, chance-level loss and the LayerNorm curve."""
+
+    runs: list[Run]
+    size: dict[str, Any]
+    chance_loss: float
+    curve: LNCurve
+
+    def run(self, name: str) -> Run:
+        for r in self.runs:
+            if r.name == name:
+                return r
+        raise KeyError(f"no run {name!r}")
+
+    def speed_vs_layernorm(self, name: str) -> float:
+        """Tokens per second of ``name`` over LayerNorm's, in this one run."""
+        return self.run(name).tokens_per_s / self.run("layernorm").tokens_per_s
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Comparison:
+        data = dict(data)
+        data["runs"] = [Run(**r) for r in data["runs"]]
+        data["curve"] = LNCurve(**data["curve"])
+        return cls(**data)
+
+
+def _block_grads(model, batch) -> list[float]:
+    from ..gradflow import gradient_profile
+    from ..sequence_tasks import lm_loss
+
+    prof = gradient_profile(model, model.layers(), lambda m: lm_loss(m(batch.x), batch), "output")
+    return prof.norms.tolist()
+
+
+def _scalars(model) -> list[float]:
+    from ..nn import DyT
+
+    alphas = [float(m.alpha.detach()) for m in model.modules() if isinstance(m, DyT)]
+    gates = [
+        float(g.detach()) for b in model.blocks if b.gate1 is not None for g in (b.gate1, b.gate2)
+    ]
+    return alphas + gates
+
+
+def compare(preset: str | None = None, progress: bool = False) -> Comparison:
+    """Train every variant of :data:`VARIANTS` on the same batches, in lockstep; see the module
+    docstring. Cached per preset (None: the device's); ``progress`` shows a text bar on
+    stderr and is not part of the key."""
+    preset = preset or preset_name()
+    if preset not in _COMPARISONS:
+        _COMPARISONS[preset] = _compare(preset, progress)
+    return _COMPARISONS[preset]
+
+
+_COMPARISONS: dict[str, Comparison] = {}
+
+
+def _compare(preset: str, progress: bool) -> Comparison:
+    import torch
+
+    from ..sequence_tasks import chance_loss, lm_loss, seq_len
+    from ..training import adam
+    from ..transformer import TinyGPT
+
+    size = SIZES[preset]
+    device = pick_device("cuda" if preset == "cuda" else "cpu")
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    names = list(VARIANTS)
+    bar = None
+    if progress:
+        import sys
+
+        from tqdm.std import tqdm  # a text bar on stderr, which the book removes
+
+        bar = tqdm(total=size.steps, desc="training five stacks", leave=False, file=sys.stderr)
+    with threads(size.threads):
+        models = {n: TinyGPT(variant_config(n, size)).to(device) for n in names}
+        held = _batch(size, 64, 1, device)
+        grad_init = {n: _block_grads(m, held) for n, m in models.items()}
+        opts = {n: adam(m.parameters(), lr=size.lr, betas=(0.9, 0.98)) for n, m in models.items()}
+        losses: dict[str, list[float]] = {n: [] for n in names}
+        seconds = dict.fromkeys(names, 0.0)
+        done = dict.fromkeys(names, 0)
+        diverged = dict.fromkeys(names, False)
+        for step in range(size.steps):
+            b = _batch(size, size.batch, 10_000 + step, device)  # the same batch for all
+            # Rotate the order every step: a change in the machine's load hits every variant.
+            for n in names[step % len(names) :] + names[: step % len(names)]:
+                if diverged[n]:
+                    continue
+                sync()
+                t0 = time.perf_counter()
+                loss = lm_loss(models[n](b.x), b)
+                opts[n].zero_grad(set_to_none=True)
+                loss.backward()
+                opts[n].step()
+                value = loss.item()  # synchronizes, and is part of every variant's step
+                seconds[n] += time.perf_counter() - t0
+                if not np.isfinite(value):
+                    diverged[n] = True
+                    losses[n] += [float("nan")] * (size.steps - step)
+                    continue
+                losses[n].append(value)
+                done[n] += 1
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        chance = chance_loss(size.vocab, size.task)
+        tokens = size.batch * seq_len(size.task, size.n_items)
+        runs = []
+        for n in names:
+            tail = losses[n][-max(1, size.steps // 10) :]
+            final = float("nan") if diverged[n] else float(np.mean(tail))
+            runs.append(
+                Run(
+                    n,
+                    losses[n],
+                    final,
+                    (not diverged[n]) and final < 0.5 * chance,
+                    diverged[n],
+                    seconds[n],
+                    tokens * done[n] / seconds[n] if seconds[n] > 0 else float("nan"),
+                    grad_init[n],
+                    [] if diverged[n] else _block_grads(models[n], held),
+                    _scalars(models[n]),
+                )
+            )
+        ln_model = models["layernorm"].cpu()
+        curve = ln_curve(ln_model, _batch(size, size.curve_batch, 2, None), size.curve_points)
+    return Comparison(runs, asdict(size), chance, curve)
+
+
+compare.cache_clear = _COMPARISONS.clear  # type: ignore[attr-defined]
