@@ -25,10 +25,19 @@ from normedu.transformer import GPTConfig, TinyGPT
 BOOK = Path(__file__).resolve().parent.parent / "book"
 #: Pages in reading order (from _toc.yml), by their file name: "drift", ..., "summary".
 TOC = [d.split("/")[-1] for d in toc_docnames(REPO / "_toc.yml") if d.count("/") == 1]
-#: The chapters: pages with their own claim checks and their own assignment page.
-CHAPTERS = [
-    n for n in TOC if n in ledger.registered() and (BOOK / "exercises" / f"{n}.md").exists()
-]
+#: A link to an assignment page: "](exercises/layernorm.md)", "{doc}`exercises/dyt`" or
+#: "{doc}`the exercise <exercises/dyt>`".
+PRACTICE_LINK = re.compile(r"\]\(exercises/([\w-]+)\.md\)|\{doc\}`(?:[^`<]*<)?exercises/([\w-]+)>?`")
+
+
+def practice(name: str) -> list[str]:
+    """The assignments a page links to (its Practice section's)."""
+    text = (BOOK / f"{name}.md").read_text()
+    return [a or b for a, b in PRACTICE_LINK.findall(text)]
+
+
+#: The chapters: pages with their own claim checks that link an assignment of their own.
+CHAPTERS = [n for n in TOC if n in ledger.registered() and practice(n)]
 
 
 def test_checks_are_registered():
@@ -182,7 +191,7 @@ def test_chapter_structure(name):
     nb = _read(name)
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert "## Check your understanding" in text and "{dropdown}" in text
-    assert f"](exercises/{name}.md)" in text
+    assert all((BOOK / "exercises" / f"{a}.md").exists() for a in practice(name)), practice(name)
     assert "## Claims checked on this page" in text
     assert f'normedu.ledger.check("{name}")' in text
 

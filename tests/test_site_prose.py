@@ -34,7 +34,7 @@ BANNED_PHRASES = (
     "regenerate",
 )
 #: ``_toc.yml`` parts whose pages are chapters: each needs "Further reading" and glossary links.
-CHAPTER_PARTS = ("Chapters", "Going further")
+CHAPTER_PARTS = ("Chapters", "Normalization since 2020", "Going further")
 #: Parts written for instructors: they may name commands, presets and stored results.
 INSTRUCTOR_PARTS = ("Teaching with normedu",)
 #: Section titles that count as a chapter's list of sources.
