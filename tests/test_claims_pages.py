@@ -27,7 +27,10 @@ BOOK = Path(__file__).resolve().parent.parent / "book"
 TOC = [d.split("/")[-1] for d in toc_docnames(REPO / "_toc.yml") if d.count("/") == 1]
 #: A link to an assignment page: "](exercises/layernorm.md)", "{doc}`exercises/dyt`" or
 #: "{doc}`the exercise <exercises/dyt>`".
-PRACTICE_LINK = re.compile(r"\]\(exercises/([\w-]+)\.md\)|\{doc\}`(?:[^`<]*<)?exercises/([\w-]+)>?`")
+PRACTICE_LINK = re.compile(
+    r"\]\(exercises/([\w-]+)\.md\)"  # a Markdown link
+    r"|\{doc\}`(?:[^`<]*<)?exercises/([\w-]+)>?`"  # a {doc} role, with or without a title
+)
 
 
 def practice(name: str) -> list[str]:

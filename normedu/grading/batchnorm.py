@@ -90,7 +90,9 @@ BATCHNORM = NormTable(
             uses_x="dγ = Σ dout·x̂ over the batch (the normalized input x̂), not dout·x",
             means="dγ and dβ are sums over the batch axis, not means") + [
             ("dγ needs the forward's x̂ = (x − μ)/sqrt(σ² + ε), ε included; yours leaves ε out of x̂",
-             lambda p: ((p.dout * normalize(p.x, 0, eps=0.0)).sum(0), p.dout.sum(0)))]),
+             lambda p: ((p.dout * normalize(p.x, 0, eps=0.0)).sum(0), p.dout.sum(0))),
+            ("dγ = Σ dout·x̂ with x̂ = (x − μ)/sqrt(σ² + ε); yours uses x − μ, without the division by the standard deviation",
+             lambda p: ((p.dout * (p.x - p.x.mean(0))).sum(0), p.dout.sum(0)))]),
         (("dx",), [
             *switched(_dx, constants="dx treats μ and σ as constants (dx = γ·dout/σ); they depend on x: in your graph, dx also receives gradient through σ² and through μ, two more terms, each with a sum over the batch"),
             *switched(_dx, no_var_term="dx is missing the term that comes from the variance depending on x: follow the path x → σ² → x̂ in your graph; it adds a term proportional to x̂, with a sum over the batch"),

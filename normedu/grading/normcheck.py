@@ -207,8 +207,16 @@ class NormTable:
         for (name, like), value in zip(outputs, res if len(outputs) > 1 else (res,), strict=True):
             shape, what = np.shape(probe.args[like]), name + where
             own = hint.get(name, "") if isinstance(hint, Mapping) else hint
-            if own and like != self.main and np.shape(value) != shape:
-                raise GradingError(f"{what} has shape {np.shape(value)}, expected {shape}: {own}")
+            got = np.shape(value)
+            if like != self.main and got != shape and tuple(d for d in got if d != 1) == shape:
+                # The right numbers with an axis kept: `keepdims=True`, not a wrong axis.
+                raise GradingError(
+                    f"{what} has shape {got}, expected {shape}: the right number of values with "
+                    f"an extra axis of length 1 (a sum with keepdims=True?); drop that axis, or "
+                    f"reshape the result to {shape}"
+                )
+            if own and like != self.main and got != shape:
+                raise GradingError(f"{what} has shape {got}, expected {shape}: {own}")
             value = value if like == self.main else np.asarray(value)
             arr = assert_array(value, shape, what, finite=finite)
             if self.keep_dtype and x.dtype.kind == "f" and arr.dtype != x.dtype:
