@@ -224,3 +224,36 @@ def test_update_sentence_both_branches():
     grows = UpdateSizes([4, 64], 0.01, {"post": [10, 80], "pre": [9, 70], "deepnorm": [1, 8]})
     assert "**bounded**" in C.describe_updates(flat)
     assert "**not** independent" in C.describe_updates(grows)
+
+
+def test_training_sentence_both_branches():
+    from normedu.claims import since2020_placement as C
+    from normedu.experiments.since2020_placement import TrainResult
+
+    def result(post_trains: bool):
+        runs = [_run("post", 0.1 if post_trains else 2.6, post_trains)]
+        runs += [_run(p, 0.01, True) for p in ("pre", "sandwich", "olmo2", "deepnorm")]
+        return TrainResult(runs, 8, 32, 5e-3, 90, 2.64)
+
+    assert "**Every placement except Post-LN trains**" in C.describe_training(result(False))
+    assert "**not** the expected pattern" in C.describe_training(result(True))
+
+
+def test_figures_are_drawn():
+    from matplotlib.figure import Figure
+
+    from normedu.experiments.since2020_placement import PLACEMENTS, InitProfiles, TrainResult
+    from normedu.plots import since2020_placement as PL
+
+    line = [1.0, 2.0, 3.0]
+    init = InitProfiles(3, 8, 1, {p: line for p in PLACEMENTS}, {p: line for p in PLACEMENTS})
+    runs = [_run(p, 0.5, True) for p in PLACEMENTS]
+    for r in runs:
+        r.losses = [2.0, 1.0, 0.5]
+    figs = [
+        PL.dataflow_figure(),
+        PL.init_figure(init),
+        PL.training_figure(TrainResult(runs, 3, 8, 1e-3, 3, 2.6)),
+        PL.sweep_figure(_sweep(True)),
+    ]
+    assert all(isinstance(f, Figure) for f in figs)

@@ -49,6 +49,7 @@ __all__ = [
     "update_sizes",
     "train_depth",
     "logit_sweep",
+    "run_sweep",
     "precision_errors",
     "LARGE_MEAN",
 ]
@@ -104,7 +105,7 @@ SIZES: dict[str, Size] = {
         batch=16,
         d_model=32,
         n_heads=4,
-        init_depth=48,
+        init_depth=32,
         init_seeds=2,
         update_depths=(4, 16, 64),
         update_lr=1e-2,
@@ -114,7 +115,7 @@ SIZES: dict[str, Size] = {
         sweep_depth=2,
         sweep_d_model=64,
         sweep_heads=2,
-        sweep_lrs=(1e-3, 1e-2, 1e-1),
+        sweep_lrs=(1e-3, 1e-1),
         sweep_steps=150,
         threads=1,
     ),
@@ -440,9 +441,15 @@ def logit_sweep(preset: str | None = None) -> SweepResult:
 
 @functools.lru_cache(maxsize=4)
 def _logit_sweep(preset: str) -> SweepResult:
+    return run_sweep(SIZES[preset], _device(preset))
+
+
+def run_sweep(size: Size, device=None) -> SweepResult:
+    """:func:`logit_sweep` at any ``size`` (not cached), on ``device`` (default: CPU), e.g.
+    ``run_sweep(dataclasses.replace(SIZES["cpu"], sweep_depth=1))``."""
     from ..sequence_tasks import chance_loss
 
-    size, device = SIZES[preset], _device(preset)
+    device = device if device is not None else pick_device("cpu")
     runs = []
     with threads(size.threads):
         for qk in (False, True):
