@@ -67,7 +67,8 @@ class GPTConfig:
     - placement: ``"pre"`` or ``"post"``, or one of :data:`normedu.placements.PLACEMENTS`.
     - norm: ``"layernorm"``, ``"rmsnorm"`` or ``"none"``.
     - residual: keep the skip connections.
-    - final_norm: norm after the last block; None means "only for pre-norm".
+    - final_norm: norm after the last block; None means "where the stream is never
+      normalized" (pre, sandwich/peri, olmo2: :data:`normedu.placements.FINAL_NORM_BY_DEFAULT`).
     - init: ``"xavier"`` (Xavier-uniform weights as in Vaswani et al. and Xiong et al., 2020)
       or ``"gpt2"`` (normal with std 0.02, output projections scaled by 1/sqrt(2 L)).
     - seed: seed of the initialisation.
@@ -137,7 +138,9 @@ class CausalSelfAttention(nn.Module):
     ``qkv`` is one (D -> 3D) linear map whose output splits into queries, keys and values in
     that order (the layout of ``nn.MultiheadAttention.in_proj_weight``); ``proj`` maps the
     concatenated heads back to D. Input (B, T, D) -> output (B, T, D). With
-    ``causal=False`` every position attends to every position.
+    ``causal=False`` every position attends to every position. ``qk_norm=True`` normalizes
+    each head's queries and keys (:class:`normedu.placements.QKNorm`) before the product;
+    ``record_logits = True`` keeps the largest |logit| of each forward in ``max_logit``.
     """
 
     def __init__(
@@ -198,6 +201,8 @@ class Block(nn.Module):
 
     With ``placement="pre"``: ``x + attn(norm1(x))`` then ``x + mlp(norm2(x))``.
     With ``placement="post"``: ``norm1(x + attn(x))`` then ``norm2(x + mlp(x))``.
+    The placements since 2020 (``"sandwich"``/``"peri"`` with ``norm1_out``/``norm2_out``,
+    ``"olmo2"``, ``"deepnorm"`` with ``alpha``) are :func:`normedu.placements.sublayer`.
     Without residual the ``x +`` is dropped. Input and output (B, T, D).
     """
 
