@@ -109,7 +109,7 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         "pre",
         "no (bias on q, k, v)",
         UNVERIFIED,
-        cite("qwen2025qwen25") + "; " + cite("hf_qwen3_code", where="modular_qwen3.py"),
+        cite("qwen2024qwen25") + "; " + cite("hf_qwen3_code", where="modular_qwen3.py"),
         "the report: pre-normalization with RMSNorm; Qwen3's code adds q_norm and k_norm to "
         "the Qwen2 attention, which has none; no config.json read",
     ),

@@ -43,12 +43,19 @@ def describe_init(init) -> str:
     return (
         f"Over {init.depth} blocks the residual stream's RMS grows ×{growth['pre']:.1f} in "
         f"Pre-LN, ×{growth['sandwich']:.1f} with the sandwich and ×{growth['olmo2']:.1f} with "
-        f"OLMo 2's output norm, and stays at ×{growth['post']:.2f} in Post-LN and "
+        f"OLMo 2's output norm, and is ×{growth['post']:.2f} in Post-LN and "
         f"×{growth['deepnorm']:.2f} in DeepNorm, whose every sub-block ends in a norm. The "
         "last block's FFN-W2 gradient over the first block's is "
         + ", ".join(f"{lof[p]:.2f} ({_label(p)})" for p in lof)
-        + ": the placements that never normalize the stream give their early blocks the "
-        "larger gradients, the two that normalize it keep them "
+        + ": "
+        + (
+            "the placements that never normalize the stream give their early blocks the "
+            "larger gradients"
+            if all(lof[p] < 1 for p in ("pre", "sandwich", "olmo2"))
+            else "the placements that never normalize the stream do **not** all give their "
+            "early blocks the larger gradients"
+        )
+        + ", the two that normalize it keep them "
         + ("level." if all(0.5 <= lof[p] <= 2 for p in ("post", "deepnorm")) else "uneven.")
     )
 
@@ -78,7 +85,8 @@ def describe_updates(upd) -> str:
         f" But it still grows ×{upd.ratio('deepnorm'):.1f} over that range: in this model the "
         "bound is **not** independent of depth. The derivation leaves out the parameters "
         "that are not β-scaled (embeddings, queries, keys, norm gains, biases), which the "
-        "step updates too, and its first-order expansion."
+        "step updates too, and everything beyond first order; which of these makes the "
+        "difference is not measured here."
     )
 
 
