@@ -9,6 +9,10 @@ one of two ways (``placement``):
   every path from input to output crosses a norm.
 - ``"pre"`` (GPT-2, LLaMA): ``x = x + Sublayer(Norm(x))``; the residual stream is never
   normalized, and a final norm sits after the last block (``final_norm=None`` picks this).
+- the placements of today's large models, ``"sandwich"``/``"peri"``, ``"olmo2"`` and
+  ``"deepnorm"``, are in :mod:`normedu.placements`, as is ``qk_norm`` (an RMSNorm over each
+  head's queries and keys); ``record_logits`` makes the attention keep the largest |logit| of
+  its last forward pass.
 
 ``norm`` is a per-token norm of :data:`normedu.norms.NORMS` (``"layernorm"``,
 ``"rmsnorm"``, ``"dyt"``) or ``"none"`` (built with :func:`normedu.nn.make_norm`), and
@@ -33,7 +37,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from . import norms
+from . import norms, placements
 from .nn import make_norm, norm_classes
 
 __all__ = [
@@ -45,7 +49,7 @@ __all__ = [
     "count_norms",
 ]
 
-PLACEMENTS = ("pre", "post")
+PLACEMENTS = placements.PLACEMENTS
 #: The per-token norms of the registry, and no norm.
 NORMS = (*norms.kinds(per_token=True), norms.NONE)
 INITS = ("xavier", "gpt2")
@@ -64,10 +68,11 @@ class GPTConfig:
     - n_layers: number of blocks L.
     - d_ff: hidden width of the MLP (default 4 D).
     - max_len: longest sequence T the position embedding covers.
-    - placement: ``"pre"`` or ``"post"``.
+    - placement: ``"pre"`` or ``"post"``, or one of :data:`normedu.placements.PLACEMENTS`.
     - norm: ``"layernorm"``, ``"rmsnorm"`` or ``"none"``.
     - residual: keep the skip connections.
-    - final_norm: norm after the last block; None means "only for pre-norm".
+    - final_norm: norm after the last block; None means "where the stream is never
+      normalized" (pre, sandwich/peri, olmo2: :data:`normedu.placements.FINAL_NORM_BY_DEFAULT`).
     - init: ``"xavier"`` (Xavier-uniform weights as in Vaswani et al. and Xiong et al., 2020)
       or ``"gpt2"`` (normal with std 0.02, output projections scaled by 1/sqrt(2 L)).
     - seed: seed of the initialisation.
@@ -79,6 +84,7 @@ class GPTConfig:
     - residual_scale: ``"none"``, or ``"rezero"``: each sub-block adds ``a * branch`` with a
       learnable scalar ``a`` per branch that starts at 0 (needs ``residual``); ReZero pairs it
       with ``norm="none"``.
+    - qk_norm: RMSNorm (learnable gains) over each head's Dh features of q and k.
     """
 
     vocab: int = 32
@@ -97,10 +103,12 @@ class GPTConfig:
     activation: str = "gelu"
     embed_std: float | None = None
     residual_scale: str = "none"
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        placements.check_placement(self.placement)
+        if not isinstance(self.qk_norm, bool):
+            raise ValueError(f"qk_norm must be True or False, got {self.qk_norm!r}")
         if self.norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
         if self.init not in INITS:
@@ -113,6 +121,11 @@ class GPTConfig:
             )
         if self.residual_scale != "none" and not self.residual:
             raise ValueError("residual_scale scales the residual branch: it needs residual=True")
+        if self.residual_scale != "none" and self.placement not in placements.CLASSIC:
+            raise ValueError(
+                f"residual_scale={self.residual_scale!r} works with the classic placements "
+                f"{placements.CLASSIC}, not {self.placement!r}"
+            )
         if self.embed_std is not None and self.embed_std <= 0:
             raise ValueError(f"embed_std must be positive, got {self.embed_std}")
         for name in ("vocab", "d_model", "n_heads", "n_layers", "max_len"):
@@ -129,7 +142,9 @@ class GPTConfig:
     def has_final_norm(self) -> bool:
         if self.norm == "none":
             return False
-        return self.placement == "pre" if self.final_norm is None else self.final_norm
+        if self.final_norm is None:
+            return self.placement in placements.FINAL_NORM_BY_DEFAULT
+        return self.final_norm
 
     def with_(self, **changes) -> GPTConfig:
         """A copy with some fields changed (validated again)."""
@@ -142,16 +157,24 @@ class CausalSelfAttention(nn.Module):
     ``qkv`` is one (D -> 3D) linear map whose output splits into queries, keys and values in
     that order (the layout of ``nn.MultiheadAttention.in_proj_weight``); ``proj`` maps the
     concatenated heads back to D. Input (B, T, D) -> output (B, T, D). With
-    ``causal=False`` every position attends to every position.
+    ``causal=False`` every position attends to every position. ``qk_norm=True`` normalizes
+    each head's queries and keys (:class:`normedu.placements.QKNorm`) before the product;
+    ``record_logits = True`` keeps the largest |logit| of each forward in ``max_logit``.
     """
 
-    def __init__(self, d_model: int, n_heads: int, causal: bool = True) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, causal: bool = True, qk_norm: bool = False
+    ) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
         self.d_model, self.n_heads, self.causal = d_model, n_heads, causal
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
+        self.qk_norm = placements.QKNorm(d_model // n_heads) if qk_norm else None
+        #: Set True to keep the largest |logit| of each forward in ``max_logit`` (a float).
+        self.record_logits = False
+        self.max_logit = float("nan")
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() != 3 or x.shape[-1] != self.d_model:
@@ -161,6 +184,10 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(d, dim=-1)
         # (B, T, D) -> (B, H, T, D/H): each head attends on its own slice of the width.
         q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))
+        if self.qk_norm is not None:
+            q, k = self.qk_norm(q, k)
+        if self.record_logits:
+            self.max_logit = placements.max_abs_logit(q, k, self.causal)
         # softmax(q k^T / sqrt(D/H), future positions at -inf) v, in one fused kernel. Written
         # out as scores, mask and softmax it is the same up to float rounding, but on a CPU
         # PyTorch's softmax is about ten times slower per element over rows shorter than 16
@@ -193,6 +220,8 @@ class Block(nn.Module):
 
     With ``placement="pre"``: ``x + attn(norm1(x))`` then ``x + mlp(norm2(x))``.
     With ``placement="post"``: ``norm1(x + attn(x))`` then ``norm2(x + mlp(x))``.
+    The placements since 2020 (``"sandwich"``/``"peri"`` with ``norm1_out``/``norm2_out``,
+    ``"olmo2"``, ``"deepnorm"`` with ``alpha``) are :func:`normedu.placements.sublayer`.
     Without residual the ``x +`` is dropped. With ``residual_scale="rezero"`` each branch is
     multiplied by its scalar ``gate1`` / ``gate2`` (0 at init) before it is added.
     Input and output (B, T, D).
@@ -202,15 +231,25 @@ class Block(nn.Module):
         super().__init__()
         self.placement, self.residual = cfg.placement, cfg.residual
         self.norm1 = make_norm(cfg.norm, cfg.d_model)
-        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.causal)
+        self.attn = CausalSelfAttention(cfg.d_model, cfg.n_heads, cfg.causal, cfg.qk_norm)
         self.norm2 = make_norm(cfg.norm, cfg.d_model)
         self.mlp = MLP(cfg.d_model, cfg.ff, cfg.activation)
         # ReZero: one scalar per branch, at 0, so that every block starts as the identity.
         self.gate1 = self.gate2 = None
         if cfg.residual_scale == "rezero":
             self.gate1, self.gate2 = nn.Parameter(torch.zeros(())), nn.Parameter(torch.zeros(()))
+        # The placements since 2020 (normedu.placements): sandwich/peri's output norms and
+        # DeepNorm's weight of the residual.
+        if cfg.placement in placements.OUTPUT_NORMED:
+            self.norm1_out = make_norm(cfg.norm, cfg.d_model)
+            self.norm2_out = make_norm(cfg.norm, cfg.d_model)
+        self.alpha = placements.residual_alpha(cfg.placement, cfg.n_layers)
 
-    def _sub(self, x: Tensor, norm: nn.Module, layer: nn.Module, gate=None) -> Tensor:
+    def _sub(self, x: Tensor, norm: nn.Module, layer: nn.Module, out=None, gate=None) -> Tensor:
+        if self.placement not in placements.CLASSIC:
+            return placements.sublayer(
+                self.placement, x, norm, layer, out, self.alpha, self.residual
+            )
         if self.placement == "pre":
             y = layer(norm(x))
             y = y if gate is None else gate * y
@@ -220,8 +259,8 @@ class Block(nn.Module):
         return norm(x + y if self.residual else y)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self._sub(x, self.norm1, self.attn, self.gate1)
-        return self._sub(x, self.norm2, self.mlp, self.gate2)
+        x = self._sub(x, self.norm1, self.attn, getattr(self, "norm1_out", None), self.gate1)
+        return self._sub(x, self.norm2, self.mlp, getattr(self, "norm2_out", None), self.gate2)
 
 
 class TinyGPT(nn.Module):
@@ -280,6 +319,11 @@ class TinyGPT(nn.Module):
             if isinstance(module, Block) and module.gate1 is not None:
                 module.gate1.zero_()
                 module.gate2.zero_()
+            if isinstance(module, placements.QKNorm):
+                module.q_weight.fill_(1.0)
+                module.k_weight.fill_(1.0)
+        if self.cfg.placement == "deepnorm":
+            placements.apply_deepnorm_init(self, placements.deepnorm_beta(n_layers))
 
     def hidden(self, idx: Tensor) -> Tensor:
         """Residual stream after the last block (before the final norm): (B, T, D)."""
@@ -297,6 +341,15 @@ class TinyGPT(nn.Module):
 
     def forward(self, idx: Tensor) -> Tensor:
         return self.head(self.final(self.hidden(idx)))
+
+    def record_logits(self, on: bool = True) -> None:
+        """Make every attention keep the largest |logit| of its forward passes (``on``)."""
+        for block in self.blocks:
+            block.attn.record_logits = on
+
+    def max_logits(self) -> list[float]:
+        """The largest |attention logit| of each block in the last forward (block 0 first)."""
+        return [block.attn.max_logit for block in self.blocks]
 
     def layers(self) -> dict[str, nn.Module]:
         """The blocks by name, ``{"block0": ..., "block{L-1}": ...}``, input side first."""

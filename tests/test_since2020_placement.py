@@ -1,0 +1,259 @@
+"""The placements since 2020, QK-norm and the half-precision statistics, each against an
+independent computation (torch.nn.functional ops, closed forms, NumPy in float64)."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normedu import halfprec as H
+from normedu import placements as P
+from normedu.transformer import Block, GPTConfig, TinyGPT, count_norms
+
+
+def _randomize_norms(block: Block, gen: torch.Generator) -> None:
+    """Gains and biases away from 1 and 0, so that a swapped norm would show."""
+    with torch.no_grad():
+        for name, p in block.named_parameters():
+            if "norm" in name:
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype))
+
+
+def _ln(m, z):
+    return F.layer_norm(z, (z.shape[-1],), m.weight, m.bias, m.eps)
+
+
+@pytest.mark.parametrize("placement", ["sandwich", "peri", "olmo2", "deepnorm"])
+def test_block_matches_hand_written_placement(placement):
+    cfg = GPTConfig(d_model=16, n_heads=2, n_layers=5, placement=placement)
+    block = Block(cfg).double()
+    _randomize_norms(block, torch.Generator().manual_seed(1))
+    x = torch.randn(2, 6, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    alpha = (2 * 5) ** 0.25
+
+    def sub(z, norm, layer, out):
+        if placement in ("sandwich", "peri"):
+            return z + _ln(out, layer(_ln(norm, z)))
+        if placement == "olmo2":
+            return z + _ln(norm, layer(z))
+        return _ln(norm, alpha * z + layer(z))
+
+    h = sub(x, block.norm1, block.attn, getattr(block, "norm1_out", None))
+    expected = sub(h, block.norm2, block.mlp, getattr(block, "norm2_out", None))
+    torch.testing.assert_close(block(x), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_norm_counts_and_final_norm():
+    counts = {p: count_norms(TinyGPT(GPTConfig(n_layers=3, placement=p))) for p in P.PLACEMENTS}
+    # 2 norms per block (4 for the sandwich), plus a final norm where the stream is never
+    # normalized
+    assert counts == {"pre": 7, "post": 6, "sandwich": 13, "peri": 13, "olmo2": 7, "deepnorm": 6}
+
+
+def test_deepnorm_constants_and_init_scale():
+    for n in (1, 6, 48, 1000):
+        assert P.deepnorm_alpha(n) == pytest.approx(math.sqrt(math.sqrt(2 * n)), rel=1e-14)
+        assert P.deepnorm_beta(n) == pytest.approx(1 / math.sqrt(math.sqrt(8 * n)), rel=1e-14)
+    n, d = 12, 16
+    deep = TinyGPT(GPTConfig(n_layers=n, d_model=d, placement="deepnorm", seed=3))
+    post = TinyGPT(GPTConfig(n_layers=n, d_model=d, placement="post", seed=3))
+    beta = 1 / (8 * n) ** 0.25
+    for bd, bp in zip(deep.blocks, post.blocks, strict=True):
+        # same draw, scaled: value rows and the FF/output projections by beta, q and k not
+        wq, wp = bd.attn.qkv.weight.detach(), bp.attn.qkv.weight.detach()
+        torch.testing.assert_close(wq[: 2 * d], wp[: 2 * d])
+        torch.testing.assert_close(wq[2 * d :], beta * wp[2 * d :])
+        for name in ("attn.proj", "mlp.fc1", "mlp.fc2"):
+            a = bd.get_submodule(name).weight.detach()
+            b = bp.get_submodule(name).weight.detach()
+            torch.testing.assert_close(a, beta * b)
+    assert deep.blocks[0].alpha == pytest.approx((2 * n) ** 0.25)
+    assert post.blocks[0].alpha == 1.0
+
+
+def test_qk_norm_logits_are_recorded_and_bounded():
+    torch.manual_seed(0)
+    cfg = GPTConfig(d_model=16, n_heads=2, n_layers=1, qk_norm=True)
+    attn = Block(cfg).double().attn
+    with torch.no_grad():
+        attn.qk_norm.q_weight.copy_(torch.linspace(-3, 2, 8))
+        attn.qk_norm.k_weight.copy_(torch.linspace(4, 0.5, 8))
+    x = 1000 * torch.randn(3, 7, 16, dtype=torch.float64)
+    attn.record_logits = True
+    y = attn(x)
+    # independent: project, RMS-normalize each head with F.rms_norm, softmax by hand
+    q, k, v = F.linear(x, attn.qkv.weight, attn.qkv.bias).split(16, dim=-1)
+    q, k, v = (z.view(3, 7, 2, 8).transpose(1, 2) for z in (q, k, v))
+    q = F.rms_norm(q, (8,), attn.qk_norm.q_weight, attn.qk_norm.eps)
+    k = F.rms_norm(k, (8,), attn.qk_norm.k_weight, attn.qk_norm.eps)
+    logits = q @ k.transpose(-2, -1) / math.sqrt(8)
+    mask = torch.ones(7, 7, dtype=torch.bool).triu(1)
+    expected_max = logits.masked_fill(mask, 0).abs().max().item()
+    assert attn.max_logit == pytest.approx(expected_max, rel=1e-12)
+    out = torch.softmax(logits.masked_fill(mask, -math.inf), -1) @ v
+    expected = F.linear(out.transpose(1, 2).reshape(3, 7, 16), attn.proj.weight, attn.proj.bias)
+    torch.testing.assert_close(y, expected, rtol=1e-10, atol=1e-10)
+    bound = P.qk_logit_bound(8, attn.qk_norm.q_weight, attn.qk_norm.k_weight)
+    assert bound == pytest.approx(math.sqrt(8) * 3 * 4)
+    assert expected_max <= bound
+    # the bound is tight: a query and a key along axis 0, where both largest gains sit
+    e = torch.zeros(1, 1, 1, 8, dtype=torch.float64)
+    e[..., 0] = 1.0
+    with torch.no_grad():
+        qe, ke = attn.qk_norm(e, e)
+    reached = float((qe * ke).sum().abs()) / math.sqrt(8)
+    assert reached == pytest.approx(bound, rel=1e-4)  # eps keeps it a hair below
+
+
+def test_logits_not_recorded_unless_asked():
+    model = TinyGPT(GPTConfig(n_layers=2))
+    model(torch.randint(0, 32, (1, 5)))
+    assert all(math.isnan(v) for v in model.max_logits())
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"placement": "bogus"}, {"placement": "Pre"}, {"qk_norm": 1}, {"qk_norm": "yes"}],
+)
+def test_switches_are_validated(kwargs):
+    with pytest.raises(ValueError):
+        GPTConfig(**kwargs)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5])
+def test_deepnorm_needs_positive_integer_depth(bad):
+    with pytest.raises(ValueError):
+        P.deepnorm_alpha(bad)
+    with pytest.raises(ValueError):
+        P.deepnorm_beta(bad)
+
+
+# --------------------------------------------------------------------------- half precision
+
+
+def _row(mean: float, dtype) -> torch.Tensor:
+    z = torch.randn(1024, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    return (mean + z).to(dtype)
+
+
+def _truth(x: torch.Tensor) -> float:
+    return float(np.var(x.double().numpy()))  # NumPy, float64, same rounded numbers
+
+
+@pytest.mark.parametrize("algo", list(H.ALGORITHMS))
+def test_variance_algorithms_are_exact_in_float64(algo):
+    x = _row(3.0, torch.float64)
+    assert float(H.ALGORITHMS[algo](x)) == pytest.approx(_truth(x), rel=1e-12)
+
+
+def test_one_pass_loses_every_digit_where_two_pass_keeps_them():
+    for dtype, mean in ((torch.float16, 200.0), (torch.bfloat16, 64.0), (torch.float32, 2.0**18)):
+        x = _row(mean, dtype)
+        t = _truth(x)
+        assert abs(float(H.one_pass(x)) - t) / t > 0.5, dtype
+        assert abs(float(H.two_pass(x)) - t) / t < 1e-2, dtype
+        if dtype != torch.float32:  # half-precision row, float32 statistics
+            assert abs(float(H.two_pass(x.float())) - t) / t < 1e-5, dtype
+    x = _row(0.0, torch.float32)
+    for f in H.ALGORITHMS.values():
+        assert float(f(x)) == pytest.approx(_truth(x), rel=1e-5)
+
+
+def test_float16_sum_of_squares_overflows():
+    x = (8 * torch.randn(4096, generator=torch.Generator().manual_seed(0))).half()
+    exact = float(np.sum(x.double().numpy() ** 2))
+    assert exact > 65504  # the true sum is beyond float16's range ...
+    assert math.isinf(float(H.sum_of_squares(x)))  # ... so float16 gives inf
+    assert float(H.sum_of_squares(x.float())) == pytest.approx(exact, rel=1e-5)
+
+
+def test_welford_chan_checks_its_chunks():
+    with pytest.raises(ValueError):
+        H.welford_chan(torch.ones(12), chunks=3)
+    with pytest.raises(ValueError):
+        H.one_pass(torch.ones(4, dtype=torch.int64))
+
+
+# --------------------------------------------------------------------------- page sentences
+
+
+def _run(label, final, trained, lr=1e-2, logits=(1.0,), bounds=()):
+    return SimpleNamespace(
+        label=label,
+        lr=lr,
+        final_loss=final,
+        trained=trained,
+        diverged=False,
+        peak_logit=max(logits),
+        max_logits=list(logits),
+        logit_bounds=list(bounds),
+    )
+
+
+def _sweep(qk_trains_at_high: bool):
+    from normedu.experiments.since2020_placement import SweepResult
+
+    runs = [
+        _run("plain", 0.01, True, 1e-3, (5.0,)),
+        _run("plain", 2.6, False, 1e-1, (5000.0,)),
+        _run("qk_norm", 0.01, True, 1e-3, (4.0,), (10.0,)),
+        _run("qk_norm", 1.0 if qk_trains_at_high else 2.6, qk_trains_at_high, 1e-1, (9.0,), (9.5,)),
+    ]
+    return SweepResult(runs, [1e-3, 1e-1], 2, 64, 32, 150, 2.64)
+
+
+def test_sweep_sentence_both_branches():
+    from normedu.claims import since2020_placement as C
+
+    yes, no = C.describe_sweep(_sweep(True)), C.describe_sweep(_sweep(False))
+    assert "widens the range" in yes and "not reproduced" not in yes
+    assert "not reproduced" in no and "widens" not in no
+    assert C.qk_bounded(_sweep(True)) and C.logits_grow(_sweep(True))
+
+
+def test_update_sentence_both_branches():
+    from normedu.claims import since2020_placement as C
+    from normedu.experiments.since2020_placement import UpdateSizes
+
+    flat = UpdateSizes([4, 64], 0.01, {"post": [10, 80], "pre": [9, 70], "deepnorm": [1, 1.5]})
+    grows = UpdateSizes([4, 64], 0.01, {"post": [10, 80], "pre": [9, 70], "deepnorm": [1, 8]})
+    assert "**bounded**" in C.describe_updates(flat)
+    assert "**not** independent" in C.describe_updates(grows)
+
+
+def test_training_sentence_both_branches():
+    from normedu.claims import since2020_placement as C
+    from normedu.experiments.since2020_placement import TrainResult
+
+    def result(post_trains: bool):
+        runs = [_run("post", 0.1 if post_trains else 2.6, post_trains)]
+        runs += [_run(p, 0.01, True) for p in ("pre", "sandwich", "olmo2", "deepnorm")]
+        return TrainResult(runs, 8, 32, 5e-3, 90, 2.64)
+
+    assert "**Every placement except Post-LN trains**" in C.describe_training(result(False))
+    assert "**not** the expected pattern" in C.describe_training(result(True))
+
+
+def test_figures_are_drawn():
+    from matplotlib.figure import Figure
+
+    from normedu.experiments.since2020_placement import PLACEMENTS, InitProfiles, TrainResult
+    from normedu.plots import since2020_placement as PL
+
+    line = [1.0, 2.0, 3.0]
+    init = InitProfiles(3, 8, 1, {p: line for p in PLACEMENTS}, {p: line for p in PLACEMENTS})
+    runs = [_run(p, 0.5, True) for p in PLACEMENTS]
+    for r in runs:
+        r.losses = [2.0, 1.0, 0.5]
+    figs = [
+        PL.dataflow_figure(),
+        PL.init_figure(init),
+        PL.training_figure(TrainResult(runs, 3, 8, 1e-3, 3, 2.6)),
+        PL.sweep_figure(_sweep(True)),
+    ]
+    assert all(isinstance(f, Figure) for f in figs)
