@@ -20,6 +20,7 @@ from normedu.device import preset_name
 from normedu.experiments import gradflow as G
 from normedu.experiments import prepost as E
 from normedu.experiments import rmsnorm as R
+from normedu.experiments import scale_invariance as V
 from normedu.transformer import GPTConfig, TinyGPT
 
 BOOK = Path(__file__).resolve().parent.parent / "book"
@@ -124,6 +125,8 @@ def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
     )
     for fn in (E.init_grad_norms, E.train_stability, G.highway_grid):
         fn.cache_clear()
+    runs = V.runs
+    monkeypatch.setattr(V, "runs", lambda: runs(steps=40))  # the SGD runs, a tenth as long
     try:
         pp = ledger.check("prepost", directory=tmp_path)
         jac = ledger.check("jacobian", directory=tmp_path)
@@ -165,6 +168,7 @@ def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
         "jacobian.parts",
         "jacobian.null_space",
         "jacobian.self_regulation",
+        "jacobian.scale_invariance",
     ):
         assert by_id[cid].verdict == "confirmed", by_id[cid]
     assert "4 layers" in by_id["jacobian.orders_of_magnitude"].measured

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from normedu import nn
 from normedu.experiments import layernorm as L
 
 
@@ -139,3 +140,29 @@ def test_var_pitfall_matches_the_closed_form_ratio():
 
 def test_gpt2_closed_form_matches_the_module_count():
     assert L.gpt2_small_closed_form() == L.gpt2_small_counts()["total"] == 124_439_808
+
+
+def test_small_width_model_at_one_feature_outputs_beta():
+    # D = 1: x_hat = 0, so the LayerNorm outputs beta and the logits are head(relu(beta)).
+    model = L.small_width_model(1, "layernorm", seed=0)
+    ln, head = model[1], model[-1]
+    assert isinstance(ln, nn.LayerNorm) and ln.weight.shape == (1,)  # the course's own
+    with torch.no_grad():
+        ln.weight.fill_(2.5)
+        ln.bias.fill_(0.7)
+        logits = model(torch.randn(20, 64, generator=torch.Generator().manual_seed(1)))
+        expected = head.weight[:, 0] * 0.7 + head.bias  # relu(0.7) = 0.7
+    torch.testing.assert_close(logits, expected.expand(20, 10), rtol=0, atol=1e-6)
+
+
+def test_small_width_and_works_from(monkeypatch):
+    res = L.small_width(widths=(1, 16), seeds=(0,), epochs=1)
+    assert res["acc"]["layernorm"][0][0] <= res["largest_class"] + 1e-9  # one output
+    assert res["largest_class"] < res["two_largest"] < 0.25
+    fake = {
+        "widths": [1, 2, 4, 8],
+        "acc": {"layernorm": [[0.1], [0.2], [0.9], [0.95]], "none": [[0.3], [0.5], [0.91], [0.94]]},
+    }
+    assert L.works_from(fake) == 4
+    fake["acc"]["layernorm"][-1] = [0.5]  # failing at the largest width: never works
+    assert L.works_from(fake) is None

@@ -278,3 +278,48 @@ def test_walkthrough_table():
     assert len(lines) == 2 + 4 + 2
     assert "| 1 | 4 | 2 | 4 | 1.069 | 1.069 |" in md
     assert "σ² = 3.5" in md and "μ = 2" in md
+
+
+def test_init_gradient_growth_fit_lines():
+    res = {
+        "depths": [2, 4],
+        "seeds": [0, 1],
+        "width": 8,
+        "batch": 8,
+        "ratio": {"batchnorm": [[1.2, 1.2], [1.728, 1.728]], "none": [[1.0, 1.0], [1.0, 1.0]]},
+        "rate": {"batchnorm": 1.2, "none": 1.0},
+    }
+    fig = PB.init_gradient_growth(res, rate=1.5)
+    ax = fig.axes[0]
+    _labelled(ax)
+    assert ax.get_yscale() == "log"
+    fits = [ln for ln in ax.get_lines() if "per layer" in ln.get_label()]
+    assert len(fits) == 3  # two fits and the predicted line
+    np.testing.assert_allclose(fits[0].get_ydata(), [1.2, 1.728])  # through the points
+    # the predicted rate, from the fit's value at depth 1 (here 1.0)
+    np.testing.assert_allclose(fits[2].get_ydata(), [1.5, 1.5**3])
+
+
+def test_small_width_accuracy_means_and_bounds():
+    res = {
+        "widths": [1, 2, 4],
+        "seeds": [0, 1],
+        "epochs": 1,
+        "acc": {
+            "layernorm": [[0.1, 0.1], [0.2, 0.1], [0.8, 0.9]],
+            "none": [[0.3, 0.2], [0.5, 0.4], [0.9, 0.9]],
+        },
+        "largest_class": 0.102,
+        "two_largest": 0.204,
+    }
+    fig = PL.small_width_accuracy(res)
+    ax = fig.axes[0]
+    _labelled(ax)
+    means = [ln for ln in ax.get_lines() if "mean of" in ln.get_label()]
+    np.testing.assert_allclose(means[0].get_ydata(), [10, 15, 85])
+    bounds = sorted(
+        ln.get_ydata()[0]
+        for ln in ax.get_lines()
+        if ln.get_linestyle() == ":" and ln.get_color() == "black"
+    )
+    np.testing.assert_allclose(bounds, [10.2, 20.4])

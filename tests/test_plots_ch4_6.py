@@ -252,3 +252,27 @@ def test_wide_figure_draws_each_profile_over_its_first_layer():
     assert labels[0].endswith("(1.50)") and "no causal mask (0.50)" in labels[2]
     markers = {line.get_marker() for line in post.get_lines()[:3]}
     assert len(markers) == 3  # told apart without colour
+
+
+def test_scale_invariance_figure_panels():
+    steps = 8
+    run = {
+        "norm": np.linspace(1, 2, steps),
+        "cos": np.full(steps, 1e-7),
+        "eff_lr": 0.5 / np.linspace(1, 2, steps) ** 2,
+        "c": np.ones(steps),
+    }
+    res = {
+        "plain": run,
+        "decay": run,
+        "lr": 0.5,
+        "wd": 0.01,
+        "tail_start": 6,
+        "predicted": 1.5,
+        "c_rms": 1.0,
+    }
+    fig = PJ.scale_invariance_figure(res)
+    assert len(fig.axes) == 4
+    assert fig.axes[1].get_yscale() == "log" and fig.axes[2].get_yscale() == "log"
+    eq = [ln for ln in fig.axes[2].get_lines() if "W*" in ln.get_label()]
+    np.testing.assert_allclose(eq[0].get_ydata(), [0.5 / 1.5**2] * 2)

@@ -21,7 +21,8 @@ def check() -> list[Claim]:
     out = [formula(), momentum(dev), eval_mode(dev), small_batch(dev), wu_he()]
     out += [shift(dev), padding(dev), online(dev), syncbn(), autoregressive(dev)]
     out += [params(), cnn_batches(), enabled(), backward_compact(), bias_redundant()]
-    return out + [keras_momentum(), calibration(dev), regularization()]
+    out += [keras_momentum(), calibration(dev), regularization()]
+    return out + [two_per_process(dev), init_gradient_growth()]
 
 
 def formula() -> Claim:
@@ -354,4 +355,47 @@ def regularization() -> Claim:
         verdict="cited",
         device="n/a",
         extra={"cite": ["luo2019towards"]},
+    )
+
+
+def two_per_process(dev: str) -> Claim:
+    """m = 2: x̂ = ±d/sqrt(d² + eps), checked inside the replay of the DDP table's local row."""
+    from ..experiments import syncbn as S
+
+    rep = S.local_bn_replica(2, 2)
+    ok = rep["max_formula_error"] < 1e-9 and rep["max_abs_train"] <= 1
+    return Claim(
+        id="bn.two_per_process",
+        chapter=CH,
+        claim="With 2 samples per process, local BN normalizes every feature to ±1 (up to ε): "
+        "the layer passes on only the sign of the difference of the two samples",
+        source=NOTES + ", SyncBN section",
+        measured=f"replay of the DDP run (test error {rep['error']:.1%}): "
+        + ", ".join(f"{v:.0%}" for v in rep["pm1_train"])
+        + " of x̂ within 1e-3 of ±1 per BN layer, all equal to ±d/√(d²+ε) to "
+        f"{rep['max_formula_error']:.0e}; in eval mode {max(rep['pm1_eval']):.2%}; test error "
+        f"in training mode on pairs {rep['error_train_mode']:.1%}",
+        verdict=verdict(ok),
+        device=dev,
+    )
+
+
+def init_gradient_growth() -> Claim:
+    from ..experiments import bn_init as I
+
+    g = I.growth_with_depth()
+    bn, none = g["rate"]["batchnorm"], g["rate"]["none"]
+    return Claim(
+        id="bn.init_gradient_growth",
+        chapter=CH,
+        claim="At initialization the gradients of a deep BatchNorm network grow exponentially "
+        "toward the input (ReLU, He init: about ×sqrt(π/(π−1)) ≈ 1.21 per layer); without a "
+        "norm they do not",
+        source="Yang et al., ICLR 2019",
+        measured=f"ReLU MLP, width {g['width']}, batch {g['batch']}, depths {g['depths']}: "
+        f"first/last gradient-norm ratio grows ×{bn:.3f} per layer with BN, ×{none:.3f} "
+        "without",
+        verdict=verdict(abs(bn - I.RELU_BN_RATE) < 0.25 * (I.RELU_BN_RATE - 1) and none < 1.05),
+        device="CPU, float32",
+        extra={"cite": ["yang2019mean"]},
     )

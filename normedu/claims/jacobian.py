@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..claim import Claim, claims_for, verdict
+from ..claim import Claim, claims_for, verdict, verdict_within
 
 CHAPTER = "jacobian"
 ARTICLE = "this course, chapter 'Gradient flow and the LayerNorm Jacobian'"
@@ -20,7 +20,8 @@ def check(preset: str | None = None) -> list[Claim]:
 
     preset = preset or preset_name()
     demo = jacobian_demo()
-    return [formula(demo), parts(demo), null_space(demo), self_regulation(), spread(preset)]
+    out = [formula(demo), parts(demo), null_space(demo), self_regulation()]
+    return out + [scale_invariance(), equilibrium(), spread(preset)]
 
 
 def formula(demo) -> Claim:
@@ -113,4 +114,41 @@ def spread(preset: str) -> Claim:
             if spreads["layernorm, no residual"] < 10
             else f"residuals spreads {spreads['layernorm, no residual']:.3g}× in this run"
         ),
+    )
+
+
+def scale_invariance() -> Claim:
+    from ..experiments import scale_invariance as V
+
+    p = V.runs()["plain"]
+    grew = bool(np.all(np.diff(p["norm"]) > 0) and p["final_norm"] > p["norm"][-1])
+    return Claim(
+        id="jacobian.scale_invariance",
+        chapter=CHAPTER,
+        claim="The gradient of weights feeding a normalization is orthogonal to them, so plain "
+        "SGD only grows their norm and the effective learning rate η/‖w‖² falls",
+        source="van Laarhoven, 2017",
+        measured=f"Linear → LayerNorm on the digits, {len(p['norm'])} SGD steps: max |cos(w, g)| "
+        f"{np.abs(p['cos']).max():.0e}; ‖w‖ {p['norm'][0]:.2f} → {p['final_norm']:.2f}; "
+        f"η/‖w‖² {p['eff_lr'][0]:.4f} → {p['eff_lr'][-1]:.4f}",
+        verdict=verdict(np.abs(p["cos"]).max() < 1e-4 and grew),
+        device="CPU, float64",
+        extra={"cite": ["vanlaarhoven2017l2"]},
+    )
+
+
+def equilibrium() -> Claim:
+    from ..experiments import scale_invariance as V
+
+    r = V.runs()
+    return Claim(
+        id="jacobian.equilibrium",
+        chapter=CHAPTER,
+        claim="With weight decay λ the norm of scale-invariant weights settles where "
+        "‖w‖⁴ = ηc²/(λ(2 − ηλ)) ≈ ηc²/(2λ), c = ‖g‖·‖w‖",
+        source=ARTICLE + " (derived on the page)",
+        measured=f"η = {r['lr']:g}, λ = {r['wd']:g}: mean ‖w‖ over the last quarter "
+        f"{r['measured']:.3f} vs {r['predicted']:.3f} from the measured c = {r['c_rms']:.2f}",
+        verdict=verdict_within(r["measured"], r["predicted"], rtol=0.05),
+        device="CPU, float64",
     )

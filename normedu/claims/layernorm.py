@@ -29,7 +29,7 @@ def check() -> list[Claim]:
     ]
     counts = L.gpt2_small_counts()
     out += [gpt2_count(counts), gpt2_total(counts), torch_var(), affine_needed()]
-    return out + [gamma_values(), gamma_importance(), origin()]
+    return out + [gamma_values(), gamma_importance(), origin(), small_width()]
 
 
 def walkthrough(w: dict) -> Claim:
@@ -261,4 +261,35 @@ def origin() -> Claim:
         measured="citation",
         verdict="cited",
         device="n/a",
+    )
+
+
+def small_width() -> Claim:
+    """D = 1: output β (one output); D = 2: two outputs; measured on the digits MLP."""
+    import numpy as np
+
+    from ..experiments import layernorm as L
+
+    sw = L.small_width()
+    ln = {d: float(np.mean(a)) for d, a in zip(sw["widths"], sw["acc"]["layernorm"], strict=True)}
+    no = {d: float(np.mean(a)) for d, a in zip(sw["widths"], sw["acc"]["none"], strict=True)}
+    start = L.works_from(sw)
+    ok = (
+        ln[1] <= sw["largest_class"] + 1e-9
+        and ln[2] <= sw["two_largest"] + 1e-9
+        and start is not None
+        and start <= 16
+    )
+    return Claim(
+        id="ln.small_width",
+        chapter=CH,
+        claim="LayerNorm stops working at small feature sizes: at D = 1 its output is β, at "
+        "D = 2 one of two points",
+        source=ART + " (question from CS231n's assignment)",
+        measured=f"digits MLP, one hidden layer of width D: test accuracy with LN {ln[1]:.1%} "
+        f"at D = 1, {ln[2]:.1%} at D = 2 (no norm: {no[1]:.1%}, {no[2]:.1%}); within 2 "
+        f"points of no norm from D = {start}",
+        verdict=verdict(ok),
+        device=measured_on(),
+        extra={"cite": ["cs231n"]},
     )

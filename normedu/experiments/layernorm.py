@@ -38,6 +38,9 @@ __all__ = [
     "var_pitfall",
     "gpt2_small_closed_form",
     "position_stats",
+    "small_width_model",
+    "small_width",
+    "works_from",
 ]
 
 
@@ -368,3 +371,73 @@ def gpt2_small_closed_form(config: GPT2Config = GPT2_SMALL) -> int:
     v, t, d, f, n = config.vocab, config.n_ctx, config.d_model, config.d_ff, config.n_layer
     block = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
     return v * d + t * d + n * block + 2 * d
+
+
+def small_width_model(width: int, norm: str, seed: int) -> nn.Sequential:
+    """``64 -> Linear(width) -> norm -> ReLU -> Linear(10)``: the small-width experiment's MLP.
+
+    ``norm``: ``"layernorm"`` or ``"none"``; one hidden layer, He init, seeded
+    (:func:`normedu.mlp.deep_mlp`). Input (N, 64) digits -> logits (N, 10).
+    """
+    return deep_mlp(64, width, 10, 1, norm=norm, act="relu", seed=seed)
+
+
+def small_width(
+    widths: tuple[int, ...] = (1, 2, 3, 4, 8, 16, 64),
+    seeds: tuple[int, ...] = (0, 1, 2),
+    epochs: int = 10,
+) -> dict:
+    """Test accuracy of :func:`small_width_model` with and without LayerNorm, per width.
+
+    Adam (lr 2e-2), minibatches of 128, ``epochs`` passes over the 1,347 training digits, one
+    run per seed. Returns ``{"widths", "seeds", "epochs", "acc": {"layernorm" | "none":
+    [[per seed] per width]}, "largest_class": share of the test set's most frequent class,
+    "two_largest": share of its two most frequent classes}`` (the best test accuracy of a
+    model with one, or two, distinct outputs). Cached: the chapter and its claims share a run.
+    """
+    return _small_width(tuple(widths), tuple(seeds), epochs)
+
+
+@lru_cache(maxsize=2)
+def _small_width(widths: tuple[int, ...], seeds: tuple[int, ...], epochs: int) -> dict:
+    data = digits()
+    acc: dict[str, list[list[float]]] = {"layernorm": [], "none": []}
+    for norm, rows in acc.items():
+        for width in widths:
+            row = []
+            for seed in seeds:
+                model = small_width_model(width, norm, seed)
+                opt = adam(model.parameters(), lr=2e-2)
+                gen = torch.Generator().manual_seed(seed)
+                for _ in range(epochs):
+                    train_epoch(model, opt, data.x_train, data.y_train, 128, gen)
+                with torch.no_grad():
+                    row.append(accuracy(model(data.x_test), data.y_test))
+            rows.append(row)
+    counts = np.sort(np.bincount(data.y_test.numpy()))[::-1] / len(data.y_test)
+    return {
+        "widths": list(widths),
+        "seeds": list(seeds),
+        "epochs": epochs,
+        "acc": acc,
+        "largest_class": float(counts[0]),
+        "two_largest": float(counts[:2].sum()),
+    }
+
+
+def works_from(res: dict, tolerance: float = 0.02) -> int | None:
+    """The smallest width from which LayerNorm's mean accuracy stays within ``tolerance`` of
+    (or above) the no-norm model's, at that width and every larger one; None if it never does.
+
+    ``res``: :func:`small_width`'s result.
+    """
+    gap = [
+        np.mean(n) - np.mean(ln)
+        for ln, n in zip(res["acc"]["layernorm"], res["acc"]["none"], strict=True)
+    ]
+    found = None
+    for width, g in reversed(list(zip(res["widths"], gap, strict=True))):
+        if g > tolerance:
+            break
+        found = width
+    return found

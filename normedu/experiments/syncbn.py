@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data import digits
-from ..device import choose
+from ..device import choose, preset_name
 from ..distributed import COMM_SECONDS, SyncBatchNorm, run_ranks
 from ..training import accuracy
 from .scale import scale_experiment, threads
@@ -65,6 +65,7 @@ __all__ = [
     "train_rank",
     "train_global",
     "ddp_table",
+    "local_bn_replica",
     "main",
 ]
 
@@ -260,6 +261,113 @@ def ddp_table(preset: str | None = None, timeout: float = 300.0) -> dict:
         per_rank = run_ranks(train_rank, p, asdict(sz), timeout=timeout)
         rows += _rows(p, per_rank, sz)
     return {"size": asdict(sz), "rows": rows, "cpu_count": os.cpu_count()}
+
+
+def _normalized(z: torch.Tensor, eps: float) -> torch.Tensor:
+    """x̂ of BatchNorm in training mode: z (m, C) normalized with its own mean and biased var."""
+    return (z - z.mean(0)) / torch.sqrt(z.var(0, unbiased=False) + eps)
+
+
+def local_bn_replica(
+    world_size: int = 2, m: int = 2, preset: str | None = None, seed: int = 0
+) -> dict:
+    """The ``local`` variant of :func:`ddp_table` replayed in one process, opened up.
+
+    DDP with local BatchNorm is, step for step, this: each of the ``world_size`` slices of a
+    global batch goes through the model in training mode on its own (its own BN statistics),
+    the parameter gradients are summed and divided by ``world_size`` (DDP's average), and only
+    rank 0's slice updates the running statistics (buffers are not synchronized). Same seeds,
+    batches, learning rate and float64 data as :func:`train_rank` (``preset``: a key of
+    :data:`SIZES`, default the device's; one seed of it); on 2 processes the sum of
+    two gradients is the same floating-point operation, so the test error equals the table's
+    (with more processes gloo's summation order may differ in the last bits).
+
+    Returns ``{"error"`` (test error, eval mode), ``"error_train_mode"`` (test digits in pairs
+    of ``m`` consecutive ones, BN in training mode), ``"agree"`` (share of test digits whose
+    prediction is the same in both modes), ``"pm1_train"`` ([per BN layer] share of the
+    training-mode x̂ of rank 0's slices within 1e-3 of ±1), ``"max_formula_error"`` (largest
+    |x̂ − sign(d)·|d|/sqrt(d² + eps)|, d = (z₁ − z₂)/2, when m = 2), ``"max_abs_train"``
+    (largest |x̂| in training mode), and over the test set in eval mode, per BN layer:
+    ``"pm1_eval"``, ``"std_eval"`` (standard deviation of x̂), ``"beyond1_eval"`` (share of
+    |x̂| > 1)}``. Cached: the chapter and its claims share one run.
+    """
+    return _replica(world_size, m, preset or preset_name(), seed)
+
+
+@lru_cache(maxsize=4)
+def _replica(world_size: int, m: int, preset: str, seed: int) -> dict:
+    sz = SIZES[preset]
+    x_train, y_train, x_test, y_test = _digits64()
+    model = mlp("local", sz.width, seed).double()
+    bns = [mod for mod in model if isinstance(mod, nn.BatchNorm1d)]
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    seen: list[list[torch.Tensor]] = [[] for _ in bns]  # rank 0's training-mode x̂, per layer
+    inputs: list[list[torch.Tensor]] = [[] for _ in bns]
+    rank0 = [True]
+
+    def hook(layer: int):
+        def record(mod, args, _out):
+            if mod.training and rank0[0]:
+                inputs[layer].append(args[0].detach())
+                seen[layer].append(_normalized(args[0].detach(), mod.eps))
+
+        return record
+
+    handles = [bn.register_forward_hook(hook(i)) for i, bn in enumerate(bns)]
+    for idx in _batches(len(x_train), m * world_size, sz, seed):
+        opt.zero_grad()
+        for rank in range(world_size):
+            rank0[0] = rank == 0
+            kept = [(bn.running_mean.clone(), bn.running_var.clone()) for bn in bns]
+            mine = idx[rank * m : (rank + 1) * m]
+            F.cross_entropy(model(x_train[mine]), y_train[mine]).backward()
+            if rank > 0:  # only rank 0's buffers reach the evaluated model
+                for bn, (mean, var) in zip(bns, kept, strict=True):
+                    bn.running_mean.copy_(mean)
+                    bn.running_var.copy_(var)
+        for p in model.parameters():
+            p.grad.div_(world_size)
+        opt.step()
+    for h in handles:
+        h.remove()
+    out: dict = {"pm1_train": [], "max_abs_train": 0.0, "max_formula_error": 0.0}
+    for layer, bn in enumerate(bns):
+        xh = torch.cat(seen[layer])
+        out["pm1_train"].append(float(((xh.abs() - 1).abs() < 1e-3).double().mean()))
+        out["max_abs_train"] = max(out["max_abs_train"], float(xh.abs().max()))
+        if m == 2:
+            z = torch.stack(inputs[layer])  # (steps, 2, C)
+            d = (z[:, 0] - z[:, 1]) / 2
+            first = d / torch.sqrt(d**2 + bn.eps)  # x̂ of the first sample; the second is −it
+            got = torch.stack(seen[layer])
+            err = torch.maximum((got[:, 0] - first).abs(), (got[:, 1] + first).abs())
+            out["max_formula_error"] = max(out["max_formula_error"], float(err.max()))
+    model.eval()
+    with torch.no_grad():
+        logits_eval = model(x_test)
+        out["error"] = 1 - accuracy(logits_eval, y_test)
+        z, stats = x_test, {"pm1_eval": [], "std_eval": [], "beyond1_eval": []}
+        for mod in model:
+            if isinstance(mod, nn.BatchNorm1d):
+                xh = (z - mod.running_mean) / torch.sqrt(mod.running_var + mod.eps)
+                stats["pm1_eval"].append(float(((xh.abs() - 1).abs() < 1e-3).double().mean()))
+                stats["std_eval"].append(float(xh.std()))
+                stats["beyond1_eval"].append(float((xh.abs() > 1).double().mean()))
+            z = mod(z)
+        out.update(stats)
+        model.train()  # training mode on pairs of test digits; buffers restored afterwards
+        kept = [(bn.running_mean.clone(), bn.running_var.clone()) for bn in bns]
+        n = len(x_test) // m * m
+        logits_train = torch.cat([model(x_test[i : i + m]) for i in range(0, n, m)])
+        for bn, (mean, var) in zip(bns, kept, strict=True):
+            bn.running_mean.copy_(mean)
+            bn.running_var.copy_(var)
+    out["error_train_mode"] = 1 - accuracy(logits_train, y_test[:n])
+    out["agree"] = float((logits_train.argmax(1) == logits_eval[:n].argmax(1)).double().mean())
+    out.update(
+        world_size=world_size, m=m, steps=len(_batches(len(x_train), m * world_size, sz, seed))
+    )
+    return out
 
 
 @scale_experiment("syncbn_ddp")

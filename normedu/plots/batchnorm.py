@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import COLORS, Figure, figure
+from . import COLORS, Figure, figure, style
 
 __all__ = [
     "backward_graph",
@@ -14,6 +14,7 @@ __all__ = [
     "BN_GRAPH_EDGES",
     "batch_size_sweep",
     "syncbn",
+    "init_gradient_growth",
     "running_average",
 ]
 
@@ -115,6 +116,60 @@ def syncbn(sim: Mapping) -> Figure:
     ax.set_xlabel("per-process batch m")
     ax.set_ylabel("RMS error of the mean (in stds)")
     ax.set_title("Noise of the mean estimate")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def init_gradient_growth(res: Mapping, rate: float | None = None) -> Figure:
+    """First-to-last hidden layer gradient-norm ratio at initialization vs depth (log y).
+
+    ``res``: :func:`normedu.experiments.bn_init.growth_with_depth`'s result. Every seed is a
+    point; the line is the fitted ``ratio ∝ rate ** (depth − 1)`` per norm; ``rate`` (e.g.
+    ``RELU_BN_RATE``) adds the predicted growth, drawn through the BN fit's depth-1 point.
+    """
+    depths = np.asarray(res["depths"], dtype=float)
+    fig, ax = figure(width=6.4, height=4.0)
+    for norm, label in (("batchnorm", "BatchNorm"), ("none", "no norm")):
+        rows = res["ratio"][norm]
+        for d, row in zip(depths, rows, strict=True):
+            ax.plot(
+                [d] * len(row),
+                row,
+                ls="none",
+                marker=style(norm)["marker"],
+                color=COLORS[norm],
+                alpha=0.6,
+            )
+        geo = np.exp([np.mean(np.log(r)) for r in rows])
+        fit = res["rate"][norm]
+        # the fitted line through the geometric means of the points (same slope as the fit)
+        anchor = np.mean(np.log(geo) - (depths - 1) * np.log(fit))
+        ax.plot(
+            depths,
+            np.exp(anchor + (depths - 1) * np.log(fit)),
+            color=COLORS[norm],
+            ls=style(norm)["linestyle"],
+            label=f"{label}: fitted ×{fit:.3f} per layer",
+        )
+    if rate is not None:
+        fit = res["rate"]["batchnorm"]
+        geo = np.exp([np.mean(np.log(r)) for r in res["ratio"]["batchnorm"]])
+        anchor = np.mean(np.log(geo) - (depths - 1) * np.log(fit))
+        ax.plot(
+            depths,
+            np.exp(anchor + (depths - 1) * np.log(rate)),
+            color="black",
+            lw=0.8,
+            ls="--",
+            label=f"predicted ×{rate:.3f} per layer",
+        )
+    ax.set_yscale("log")
+    ax.set_xticks(depths, [str(int(d)) for d in depths])
+    ax.set_xlabel("depth (hidden layers)")
+    ax.set_ylabel("‖∂L/∂W₁‖ / ‖∂L/∂W_L‖")
+    ax.set_title(
+        f"At initialization, width {res['width']}, batch {res['batch']}, {len(res['seeds'])} seeds"
+    )
     ax.legend(fontsize=8)
     return fig
 

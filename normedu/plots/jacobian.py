@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -116,9 +117,55 @@ def highway_figure(
     return fig
 
 
+def scale_invariance_figure(res: Mapping) -> Figure:
+    """2 x 2 panels over SGD steps, without and with weight decay: ‖W‖ (with the predicted
+    equilibrium), |cos(W, g)| (log), the effective learning rate η/‖W‖² (log) and c = ‖g‖‖W‖.
+
+    ``res``: :func:`normedu.experiments.scale_invariance.runs`'s result.
+    """
+    fig, axes = figure(2, 2, width=11.0, height=7.0, sharex=True)
+    runs = (
+        ("plain", "plain SGD", COLORS["none"], "-"),
+        ("decay", f"SGD, weight decay λ = {res['wd']:g}", COLORS["layernorm"], "--"),
+    )
+    (a_norm, a_cos), (a_lr, a_c) = axes
+    for key, label, color, ls in runs:
+        r = res[key]
+        t = np.arange(len(r["norm"]))
+        a_norm.plot(t, r["norm"], color=color, ls=ls, label=label)
+        a_cos.semilogy(t, np.abs(r["cos"]), color=color, ls=ls, lw=1, label=label)
+        a_lr.semilogy(t, r["eff_lr"], color=color, ls=ls, label=label)
+        a_c.plot(t, r["c"], color=color, ls=ls, lw=1, alpha=0.8, label=label)
+    a_norm.axhline(
+        res["predicted"], color="black", lw=0.8, ls=":", label=f"equilibrium {res['predicted']:.2f}"
+    )
+    for ax in (a_norm, a_c):  # the steps whose c and ‖W‖ enter the comparison
+        ax.axvspan(res["tail_start"], len(res["decay"]["norm"]), color="0.9", zorder=0)
+    a_norm.set_ylabel("‖W‖")
+    a_norm.set_title("Weight norm")
+    a_cos.set_ylabel("|cos(W, ∂L/∂W)|")
+    a_cos.set_title("Gradient orthogonal to W (up to ε)")
+    eq_lr = res["lr"] / res["predicted"] ** 2
+    a_lr.axhline(eq_lr, color="black", lw=0.8, ls=":", label=f"η/‖W*‖² = {eq_lr:.3f}")
+    a_lr.set_ylabel("η / ‖W‖²")
+    a_lr.set_title("Effective learning rate")
+    a_c.axhline(
+        res["c_rms"], color="black", lw=0.8, ls=":", label=f"c (rms, shaded) {res['c_rms']:.2f}"
+    )
+    a_c.set_ylabel("c = ‖∂L/∂W‖ · ‖W‖")
+    a_c.set_title("Gradient at unit weight norm")
+    for ax in axes.ravel():
+        ax.legend(fontsize=7)
+    for ax in axes[1]:
+        ax.set_xlabel("SGD step")
+    fig.suptitle(f"Linear → LayerNorm on the digits, plain SGD, η = {res['lr']:g}", fontsize=10)
+    return fig
+
+
 __all__ = [
     "parts_figure",
     "eigen_figure",
     "self_regulation_figure",
     "highway_figure",
+    "scale_invariance_figure",
 ]

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.patches import Rectangle
 
 from ..conventions import DEFAULT_EPS
-from . import COLORS, STYLE, Figure, figure
+from . import COLORS, STYLE, Figure, figure, style
 
 __all__ = [
     "bn_vs_ln_matrix",
@@ -20,6 +20,7 @@ __all__ = [
     "strip_external_links",
     "gamma_beta_histograms",
     "affine_curves",
+    "small_width_accuracy",
     "walkthrough_table",
 ]
 
@@ -240,6 +241,44 @@ def affine_curves(demo: Mapping) -> Figure:
     ax.set_ylabel("training loss (cross-entropy)")
     ax.set_title("Logits passed through LayerNorm")
     ax.legend()
+    return fig
+
+
+def small_width_accuracy(res: Mapping) -> Figure:
+    """Test accuracy vs hidden width D, with LayerNorm and without a norm (log2 x axis).
+
+    ``res``: :func:`normedu.experiments.layernorm.small_width`'s result. Each seed is a faint
+    point, the mean a line; two dotted lines mark the best accuracy of a model with one
+    distinct output (D = 1) and with two (D = 2).
+    """
+    w = np.asarray(res["widths"], dtype=float)
+    fig, ax = figure(width=6.6, height=4.0)
+    for norm, label in (("layernorm", "LayerNorm"), ("none", "no norm")):
+        acc = 100 * np.asarray(res["acc"][norm])
+        st = style(norm)
+        for d, row in zip(w, acc, strict=True):
+            ax.plot(
+                [d] * len(row), row, ls="none", marker=st["marker"], color=st["color"], alpha=0.4
+            )
+        ax.plot(
+            w,
+            acc.mean(axis=1),
+            color=st["color"],
+            ls=st["linestyle"],
+            lw=2,
+            label=f"{label} (mean of {len(res['seeds'])} seeds)",
+        )
+    for key, text in (("largest_class", "one output"), ("two_largest", "two outputs")):
+        ax.axhline(100 * res[key], color="black", lw=0.8, ls=":")
+        ax.annotate(
+            f"best with {text}", (w[-1], 100 * res[key]), ha="right", va="bottom", fontsize=8
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(w, [str(int(d)) for d in w])
+    ax.set_xlabel("hidden width D (features the norm sees)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(f"Digits, one hidden layer, {res['epochs']} epochs")
+    ax.legend(loc="center right", fontsize=8)
     return fig
 
 
