@@ -149,6 +149,9 @@ def test_difference_and_crossover_rules():
     assert d["se"] == pytest.approx(math.sqrt(0.0002 / 2 + 0.0002 / 2))
     assert d["clear"]
     assert not CN.difference([0.1], [0.2])["clear"]  # one seed: no spread, never clear
+    # Seeds that agree exactly: the standard error falls back to the resolution, not to zero.
+    tied = CN.difference([0.036, 0.036], [0.033, 0.033], resolution=1 / 450)
+    assert tied["se"] == pytest.approx(1 / 450) and not tied["clear"]
     clear_gn, noise = {"diff": -0.1, "clear": True}, {"diff": -0.01, "clear": False}
     sweep = {"batch_sizes": [2, 4, 8], "gn_minus_bn": [clear_gn, clear_gn, noise]}
     assert CN.crossover(sweep) == 4
