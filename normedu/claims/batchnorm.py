@@ -21,7 +21,8 @@ def check() -> list[Claim]:
     out = [formula(), momentum(dev), eval_mode(dev), small_batch(dev), wu_he()]
     out += [shift(dev), padding(dev), online(dev), syncbn(), autoregressive(dev)]
     out += [params(), cnn_batches(), enabled(), backward_compact(), bias_redundant()]
-    return out + [keras_momentum(), calibration(dev), regularization()]
+    out += [keras_momentum(), calibration(dev), regularization()]
+    return out + [cnn_position(dev)]
 
 
 def formula() -> Claim:
@@ -354,4 +355,25 @@ def regularization() -> Claim:
         verdict="cited",
         device="n/a",
         extra={"cite": ["luo2019towards"]},
+    )
+
+
+def cnn_position(dev: str) -> Claim:
+    """bn.cnn_position: BN before or after the ReLU in the digits CNN, over seeds."""
+    from ..experiments import convnet as CN
+
+    pc = CN.position_comparison()
+    d = pc["after_minus_before"]
+    mean = {k: sum(pc[k]) / len(pc[k]) for k in ("before", "after")}
+    return Claim(
+        id="bn.cnn_position",
+        chapter=CH,
+        claim="In a convolutional network, BN before the non-linearity (Ioffe & Szegedy's "
+        "placement) and after it train to the same test error, within the seeds' noise",
+        source=NOTES,
+        measured=f"digits CNN, batch {pc['batch']}, {pc['epochs']} epochs, "
+        f"{len(pc['seeds'])} seeds: test error {mean['before']:.1%} before, "
+        f"{mean['after']:.1%} after (difference {d['diff']:+.1%} ± {d['se']:.1%})",
+        verdict=verdict(not d["clear"]),
+        device=dev,
     )
