@@ -232,11 +232,33 @@ def test_plots_return_figures_with_the_data():
     assert len(fig.axes[0].collections) == 2
 
 
-def test_claims_are_registered_and_confirmed(tmp_path):
+def test_claims_are_registered_and_follow_their_rules(tmp_path, monkeypatch):
     from normedu import claims, ledger  # noqa: F401  (importing claims registers them)
+    from normedu.experiments import convnet as CN
 
-    got = ledger.check("groupnorm", directory=tmp_path)
-    assert {c.id for c in got} == {
-        "gn.limits", "gn.batch_independent", "gn.small_batch", "gn.imagenet"
+    # The CNN claims on a tiny sweep: one batch size, two seeds, two values of G.
+    tiny = CN.ConvSize((32,), 1, (0, 1), 32, (1, 16), 32, 1, (0, 1))
+    monkeypatch.setenv("NORMEDU_PRESET", "cpu")
+    monkeypatch.setitem(CN.SIZES, "cpu", tiny)
+    fns = (CN.train_cnn, CN.batch_size_sweep, CN.group_sweep)
+    for fn in fns:
+        fn.cache_clear()
+    try:
+        got = {c.id: c for c in ledger.check("groupnorm", directory=tmp_path)}
+        sweep, gs = CN.batch_size_sweep(), CN.group_sweep()
+    finally:
+        for fn in fns:
+            fn.cache_clear()
+    assert set(got) == {
+        "gn.limits", "gn.batch_independent", "gn.small_batch", "gn.cnn_small_batch",
+        "gn.imagenet", "gn.groups",
     }  # fmt: skip
-    assert {c.verdict for c in got if c.id != "gn.imagenet"} <= {"confirmed", "cited"}
+    fixed = ("gn.limits", "gn.batch_independent", "gn.small_batch")
+    assert {got[k].verdict for k in fixed} <= {"confirmed", "cited"}
+    # The CNN verdicts follow from the runs by the rule each claim states.
+    small = "confirmed" if sweep["crossover"] is not None else "not reproduced"
+    assert got["gn.cnn_small_batch"].verdict == small
+    ends_beaten = all(d["clear"] for d in gs["vs_best"][:1] + gs["vs_best"][-1:])
+    middle = gs["best"] not in (1, gs["channels"]) and ends_beaten
+    assert got["gn.groups"].verdict == ("confirmed" if middle else "not reproduced")
+    assert f"batch {sweep['batch_sizes'][0]}" in got["gn.cnn_small_batch"].measured

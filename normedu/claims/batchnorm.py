@@ -22,7 +22,7 @@ def check() -> list[Claim]:
     out += [shift(dev), padding(dev), online(dev), syncbn(), autoregressive(dev)]
     out += [params(), cnn_batches(), enabled(), backward_compact(), bias_redundant()]
     out += [keras_momentum(), calibration(dev), regularization()]
-    return out + [two_per_process(dev), init_gradient_growth()]
+    return out + [two_per_process(dev), init_gradient_growth(), cnn_position(dev)]
 
 
 def formula() -> Claim:
@@ -398,4 +398,25 @@ def init_gradient_growth() -> Claim:
         verdict=verdict(abs(bn - I.RELU_BN_RATE) < 0.25 * (I.RELU_BN_RATE - 1) and none < 1.05),
         device="CPU, float32",
         extra={"cite": ["yang2019mean"]},
+    )
+
+
+def cnn_position(dev: str) -> Claim:
+    """bn.cnn_position: BN before or after the ReLU in the digits CNN, over seeds."""
+    from ..experiments import convnet as CN
+
+    pc = CN.position_comparison()
+    d = pc["after_minus_before"]
+    mean = {k: sum(pc[k]) / len(pc[k]) for k in ("before", "after")}
+    return Claim(
+        id="bn.cnn_position",
+        chapter=CH,
+        claim="In a convolutional network, BN before the non-linearity (Ioffe & Szegedy's "
+        "placement) and after it train to the same test error, within the seeds' noise",
+        source=NOTES,
+        measured=f"digits CNN, batch {pc['batch']}, {pc['epochs']} epochs, "
+        f"{len(pc['seeds'])} seeds: test error {mean['before']:.1%} before, "
+        f"{mean['after']:.1%} after (difference {d['diff']:+.1%} ± {d['se']:.1%})",
+        verdict=verdict(not d["clear"]),
+        device=dev,
     )

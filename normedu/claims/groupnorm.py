@@ -1,12 +1,12 @@
-"""Claims of the GroupNorm chapter, checked with its measurements and the BatchNorm chapter's
-stored batch-size sweep (no new training run).
+"""Claims of the GroupNorm chapter, checked with its measurements: the BatchNorm chapter's
+stored MLP batch-size sweep, and the chapter's own CNN runs (:mod:`normedu.experiments.convnet`).
 
 One function per claim; :func:`check` runs them in the chapter's order.
 """
 
 from __future__ import annotations
 
-from ..claim import Claim, claims_for, verdict
+from ..claim import Claim, claims_for, measured_on, verdict
 
 CH = "groupnorm"
 WU_HE = "Wu & He, 'Group Normalization', ECCV 2018"
@@ -14,7 +14,15 @@ WU_HE = "Wu & He, 'Group Normalization', ECCV 2018"
 
 @claims_for(CH)
 def check() -> list[Claim]:
-    return [limits(), batch_independent(), small_batch(), imagenet()]
+    dev = measured_on()
+    return [
+        limits(),
+        batch_independent(),
+        small_batch(),
+        cnn_small_batch(dev),
+        imagenet(),
+        groups_choice(dev),
+    ]
 
 
 def limits() -> Claim:
@@ -102,4 +110,48 @@ def imagenet() -> Claim:
         measured="not re-run (ImageNet training)",
         verdict="cited",
         device="n/a",
+    )
+
+
+def cnn_small_batch(dev: str) -> Claim:
+    """gn.cnn_small_batch: the small-batch claim, on the chapter's CNN (BN vs GN, seeds)."""
+    from ..experiments import convnet as CN
+
+    sw = CN.batch_size_sweep()
+    bs, cross = sw["batch_sizes"], sw["crossover"]
+    d0 = sw["gn_minus_bn"][0]
+    where = "none" if cross is None else f"batch {bs[0]} to {cross}"
+    return Claim(
+        id="gn.cnn_small_batch",
+        chapter=CH,
+        claim="In a convolutional network, GroupNorm beats BatchNorm at small batches",
+        source=WU_HE,
+        measured=f"digits CNN, {len(sw['seeds'])} seeds, {sw['epochs']} epoch(s): test error at "
+        f"batch {bs[0]} BatchNorm {sw['batchnorm'][0]:.1%}, GroupNorm {sw['groupnorm'][0]:.1%} "
+        f"(difference {d0['diff']:+.1%} ± {d0['se']:.1%}); batch sizes where GroupNorm is "
+        f"lower by more than 2 standard errors at every smaller size: {where}",
+        verdict=verdict(cross is not None),
+        device=dev,
+    )
+
+
+def groups_choice(dev: str) -> Claim:
+    """gn.groups: an intermediate G beats both ends (Wu & He, Table 3), on the CNN."""
+    from ..experiments import convnet as CN
+
+    gs = CN.group_sweep()
+    ends = (1, gs["channels"])
+    beaten = {g for g, d in zip(gs["groups"], gs["vs_best"], strict=True) if d["clear"]}
+    ok = gs["best"] not in ends and set(ends) <= beaten
+    errs = ", ".join(f"G={g}: {e:.1%}" for g, e in zip(gs["groups"], gs["errors"], strict=True))
+    return Claim(
+        id="gn.groups",
+        chapter=CH,
+        claim="An intermediate number of groups G beats both extremes, LayerNorm (G = 1) and "
+        "InstanceNorm (G = C)",
+        source=WU_HE,
+        measured=f"digits CNN with {gs['channels']} channels per layer, batch {gs['batch']}, "
+        f"{len(gs['seeds'])} seeds: {errs}; best G = {gs['best']}",
+        verdict=verdict(ok),
+        device=dev,
     )

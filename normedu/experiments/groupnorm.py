@@ -1,10 +1,10 @@
 """GroupNorm chapter measurement: one sample's output among different batchmates.
 
 GroupNorm's statistics come from one sample, so the sample's output cannot depend on the rest
-of the batch; BatchNorm's (training mode) come from the whole batch. The small-batch training
-result of the chapter is the BatchNorm chapter's sweep
-(:func:`normedu.experiments.batchnorm.batch_size_sweep` and its stored full-size run), not a
-new run.
+of the batch; BatchNorm's (training mode) come from the whole batch. The chapter's training
+runs are elsewhere: on an MLP, the BatchNorm chapter's sweep
+(:func:`normedu.experiments.batchnorm.batch_size_sweep` and its stored full-size run); on a
+CNN, :mod:`normedu.experiments.convnet` (batch sizes, the choice of G).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Figures of the GroupNorm chapter: the four ways to cut a (B, C, H, W) tensor (the cube
 figure of Wu & He 2018, Fig. 2), one sample's output among different batchmates, and the
-test error against the batch size."""
+test error against the batch size, and against the number of groups G."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from . import COLORS, Figure, figure
 
-__all__ = ["CUTS", "normalization_cubes", "batchmates", "batch_size_errors"]
+__all__ = ["CUTS", "normalization_cubes", "batchmates", "batch_size_errors", "group_errors"]
 
 #: Instance normalization appears only in this chapter; Okabe-Ito's sky blue keeps it apart
 #: from the course's BatchNorm (vermillion), LayerNorm (blue) and GroupNorm (purple) colours.
@@ -120,7 +120,10 @@ def batch_size_errors(
     """Test error (%) against the training batch size (log scale), one line per norm.
 
     ``sweep`` is the result of :func:`normedu.experiments.batchnorm.batch_size_sweep` (or its
-    stored full-size run): ``batch_sizes`` and one list of errors (fractions) per norm.
+    stored full-size run, or :func:`normedu.experiments.convnet.batch_size_sweep`):
+    ``batch_sizes`` and one list of errors (fractions) per norm. Where the sweep also holds
+    ``<norm>_all`` (errors per seed), each seed's error is drawn as a small faint marker
+    beside the line of means, so the reader sees the spread the means hide.
     """
     fig, ax = figure(width=6.5, height=3.6)
     styles = {"batchnorm": ("o", "-"), "groupnorm": ("s", "--"), "layernorm": ("^", ":")}
@@ -135,9 +138,41 @@ def batch_size_errors(
             color=CUTS[key][1],
             label=CUTS[key][0],
         )
+        for b_i, errs in zip(b, sweep.get(f"{key}_all", ()), strict=False):
+            ax.scatter(
+                [b_i] * len(errs),
+                100 * np.asarray(errs),
+                marker=marker,
+                color=CUTS[key][1],
+                alpha=0.45,
+                s=14,
+                linewidth=0,
+            )
     ax.set_xscale("log", base=2)
     ax.set_xticks(b, [str(x) for x in b])
     ax.set_xlabel("training batch size")
     ax.set_ylabel("test error (%)")
     ax.legend()
+    return fig
+
+
+def group_errors(sweep: Mapping) -> Figure:
+    """GroupNorm's test error (%) against the number of groups G (log scale).
+
+    ``sweep`` is :func:`normedu.experiments.convnet.group_sweep`'s result: ``groups``,
+    ``errors`` (mean per G), ``all`` (per seed) and ``channels``. The mean is a line, each seed
+    a faint marker; the two ends are labelled with the norms they equal (G = 1: LayerNorm,
+    G = C: InstanceNorm).
+    """
+    fig, ax = figure(width=6.0, height=3.4)
+    g, color = sweep["groups"], CUTS["groupnorm"][1]
+    ax.plot(g, 100 * np.asarray(sweep["errors"]), marker="D", color=color, label="mean")
+    for g_i, errs in zip(g, sweep["all"], strict=True):
+        ax.scatter([g_i] * len(errs), 100 * np.asarray(errs), color=color, alpha=0.45, s=14)
+    ax.set_xscale("log", base=2)
+    names = {1: "1\n(LayerNorm)", sweep["channels"]: f"{sweep['channels']}\n(InstanceNorm)"}
+    ax.set_xticks(g, [names.get(k, str(k)) for k in g])
+    ax.set_xlabel(f"number of groups G ({sweep['channels']} channels per layer)")
+    ax.set_ylabel("test error (%)")
+    ax.legend(["mean over seeds", "one seed"], loc="best")
     return fig

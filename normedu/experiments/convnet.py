@@ -1,0 +1,287 @@
+"""Experiments on the digits CNN (:func:`normedu.convnet.conv_net`): BatchNorm against
+GroupNorm across batch sizes, the choice of G, and BatchNorm before or after the ReLU.
+
+Every run is deterministic and cached (:func:`functools.lru_cache`), so a chapter and its claim
+checks share one computation. Sizes come from :data:`SIZES` through
+:func:`normedu.device.choose`.
+
+Protocol (the BatchNorm chapter's MLP sweep, on a CNN): SGD with momentum 0.9, the learning
+rate scaled linearly with the batch size (``BASE_LR * batch / 32``, as Wu & He 2018 and
+Goyal et al. 2017 do), and the **same number of epochs** at every batch size: every run sees
+the same training images the same number of times, so a difference between batch sizes is
+not one of data, and with the scaled rate the small-batch runs take proportionally smaller
+steps. Test error is measured in eval mode (BatchNorm with its running statistics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..convnet import IMAGE, conv_net, norm_modules
+from ..data import digits
+from ..device import choose
+from ..norms import groups_for
+from ..training import accuracy, train_epoch
+from .batchnorm import BASE_LR
+
+__all__ = [
+    "ConvSize",
+    "SIZES",
+    "train_cnn",
+    "batch_size_sweep",
+    "crossover",
+    "group_sweep",
+    "stat_noise",
+    "position_comparison",
+    "difference",
+]
+
+
+@dataclass(frozen=True)
+class ConvSize:
+    """Sizes of the CNN experiments.
+
+    - batch_sizes, epochs, seeds: the BatchNorm-vs-GroupNorm sweep.
+    - group_batch, groups: the sweep of G (GroupNorm at one batch size, same epochs/seeds).
+    - position_batch, position_epochs, position_seeds: BatchNorm before vs after the ReLU.
+    """
+
+    batch_sizes: tuple[int, ...]
+    epochs: int
+    seeds: tuple[int, ...]
+    group_batch: int
+    groups: tuple[int, ...]
+    position_batch: int
+    position_epochs: int
+    position_seeds: tuple[int, ...]
+
+
+#: The CNN's width: both convolutions have this many channels, so G = WIDTH is InstanceNorm.
+WIDTH = 16
+
+SIZES = {
+    # One epoch and two seeds: batch 2 alone is 673 steps (about 1.5 CPU-s per run).
+    # G is swept at batch 16: GroupNorm uses no batch statistics, and 16 costs half of 8.
+    "cpu": ConvSize((2, 4, 8, 16, 32), 1, (0, 1), 16, (1, 2, 4, 8, WIDTH), 32, 2, (0, 1, 2, 3)),
+    "cuda": ConvSize(
+        (2, 4, 8, 16, 32, 64), 3, (0, 1, 2, 3, 4), 16, (1, 2, 4, 8, WIDTH), 16, 3, tuple(range(8))
+    ),
+}
+
+
+def _images(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, 1, IMAGE, IMAGE)
+
+
+#: Below this batch size the runs skip oneDNN's convolutions: on a CPU their per-call setup
+#: outweighs the work of a few 8x8 images (one epoch at batch 2: 1.3 instead of 1.7 CPU-s),
+#: while from batch 16 on they are the faster ones. Same arithmetic up to rounding.
+ONEDNN_FROM = 8
+
+
+@contextlib.contextmanager
+def _conv_backend(batch: int) -> Iterator[None]:
+    with warnings.catch_warnings():
+        # Toggling oneDNN warns about an Intel-GPU TF32 setting that a CPU run never uses.
+        warnings.simplefilter("ignore", UserWarning)
+        with torch.backends.mkldnn.flags(enabled=batch >= ONEDNN_FROM):
+            yield
+
+
+@lru_cache(maxsize=128)
+def train_cnn(
+    norm: str,
+    batch: int,
+    *,
+    groups: int | None = None,
+    norm_position: str = "before",
+    epochs: int = 1,
+    seed: int = 0,
+) -> tuple[nn.Module, float]:
+    """Train :func:`conv_net` on the digits; returns ``(model in eval mode, test error)``.
+
+    The error is a fraction of the 450 test digits. Seeds fix the initialization and the
+    order of the batches; incomplete last batches are dropped, so that no BatchNorm step
+    normalizes a leftover batch smaller than ``batch``.
+    """
+    data = digits()
+    model = conv_net(
+        norm, groups=groups, norm_position=norm_position, channels=(WIDTH, WIDTH), seed=seed
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=BASE_LR * batch / 32, momentum=0.9)
+    gen = torch.Generator().manual_seed(seed + 1)
+    with _conv_backend(batch):
+        for _ in range(epochs):
+            train_epoch(model, opt, _images(data.x_train), data.y_train, batch, gen, drop_last=True)
+    model.eval()
+    with torch.no_grad():
+        err = 1.0 - accuracy(model(_images(data.x_test)), data.y_test)
+    return model, err
+
+
+def difference(a: list[float], b: list[float], resolution: float = 0.0) -> dict:
+    """Mean of ``a`` minus mean of ``b`` and its standard error (sample stds, unpaired).
+
+    ``resolution``: the smallest step of the measured quantity (one test image's share of the
+    test error); the standard error is never taken below it, since two seeds that happen to
+    score the same do not prove that seeds do not matter. ``clear`` is True when the
+    difference exceeds twice the standard error: a difference the seeds' spread does not
+    explain. One seed per side gives no spread: never clear.
+    """
+    diff = float(np.mean(a) - np.mean(b))
+    if min(len(a), len(b)) < 2:
+        return {"diff": diff, "se": math.inf, "clear": False}
+    se = float(math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b)))
+    se = max(se, resolution)
+    return {"diff": diff, "se": se, "clear": abs(diff) > 2 * se}
+
+
+def _one_image() -> float:
+    """One test image's share of the test error (1/450 with the default split)."""
+    return 1.0 / len(digits().y_test)
+
+
+@lru_cache(maxsize=4)
+def batch_size_sweep(preset: str | None = None) -> dict:
+    """Test error of the BatchNorm and the GroupNorm CNN at each batch size (same epochs).
+
+    Returns ``{"batch_sizes", "epochs", "seeds", "groups", "batchnorm": [mean error per batch
+    size], "batchnorm_all": [[error per seed] ...], "groupnorm", "groupnorm_all", "gn_minus_bn":
+    [difference(...) per batch size], "crossover": see :func:`crossover`}``.
+    """
+    size = SIZES[preset] if preset else choose(SIZES)
+    out: dict = {
+        "batch_sizes": list(size.batch_sizes),
+        "epochs": size.epochs,
+        "seeds": list(size.seeds),
+        "groups": groups_for(WIDTH),
+    }
+    for norm in ("batchnorm", "groupnorm"):
+        per = [
+            [train_cnn(norm, b, epochs=size.epochs, seed=s)[1] for s in size.seeds]
+            for b in size.batch_sizes
+        ]
+        out[norm] = [float(np.mean(p)) for p in per]
+        out[f"{norm}_all"] = per
+    out["gn_minus_bn"] = [
+        difference(g, b, _one_image())
+        for g, b in zip(out["groupnorm_all"], out["batchnorm_all"], strict=True)
+    ]
+    out["crossover"] = crossover(out)
+    return out
+
+
+def crossover(sweep: dict) -> int | None:
+    """The largest batch size up to which GroupNorm clearly beats BatchNorm at every size.
+
+    "Clearly": GroupNorm's mean error lower by more than twice the standard error of the
+    difference over the seeds (:func:`difference`). None: GroupNorm does not clearly beat
+    BatchNorm even at the smallest batch size of the sweep.
+    """
+    best = None
+    for b, d in zip(sweep["batch_sizes"], sweep["gn_minus_bn"], strict=True):
+        if not (d["clear"] and d["diff"] < 0):
+            break
+        best = b
+    return best
+
+
+@lru_cache(maxsize=4)
+def group_sweep(preset: str | None = None) -> dict:
+    """GroupNorm's test error against G at one batch size (:attr:`ConvSize.group_batch`).
+
+    Returns ``{"batch", "channels", "groups": [G ...], "errors": [mean per G], "all": [[per
+    seed] ...], "best": G of the lowest mean, "vs_best": [difference(G, best) per G]}``.
+    G = 1 is LayerNorm over (C, H, W), G = channels is InstanceNorm.
+    """
+    size = SIZES[preset] if preset else choose(SIZES)
+    per = [
+        [
+            train_cnn("groupnorm", size.group_batch, groups=g, epochs=size.epochs, seed=s)[1]
+            for s in size.seeds
+        ]
+        for g in size.groups
+    ]
+    means = [float(np.mean(p)) for p in per]
+    best = int(np.argmin(means))
+    return {
+        "batch": size.group_batch,
+        "epochs": size.epochs,
+        "seeds": list(size.seeds),
+        "channels": WIDTH,
+        "groups": list(size.groups),
+        "errors": means,
+        "all": per,
+        "best": size.groups[best],
+        "vs_best": [difference(p, per[best], _one_image()) for p in per],
+    }
+
+
+@lru_cache(maxsize=8)
+def stat_noise(batch: int, trained_at: int | None = None, n_batches: int = 200) -> dict:
+    """How far a batch's statistics are from the running statistics eval mode uses.
+
+    Takes the BatchNorm CNN trained at ``trained_at`` (default ``batch``; first seed of the
+    sweep) and feeds ``n_batches`` random training batches of ``batch`` images through it in
+    eval mode. At each norm layer, for each channel, the batch mean over (N, H, W) is compared
+    with the running mean in units of the running standard deviation. Returns ``{"batch",
+    "values_per_channel": batch * H * W, "rms": [RMS of that deviation per norm layer,
+    averaged over channels], "independent": 1 / sqrt(values_per_channel)}``: the RMS the
+    deviation would have if the values of a channel were independent draws.
+    """
+    size = choose(SIZES)
+    model = train_cnn("batchnorm", trained_at or batch, epochs=size.epochs, seed=size.seeds[0])[0]
+    layers = norm_modules(model)
+    seen: list[list[torch.Tensor]] = [[] for _ in layers]
+    hooks = [
+        m.register_forward_pre_hook(lambda _m, inp, i=i: seen[i].append(inp[0].mean((0, 2, 3))))
+        for i, m in enumerate(layers)
+    ]
+    x = _images(digits().x_train)
+    gen = torch.Generator().manual_seed(0)
+    try:
+        with torch.no_grad():
+            for _ in range(n_batches):
+                model(x[torch.randint(0, len(x), (batch,), generator=gen)])
+    finally:
+        for h in hooks:
+            h.remove()
+    rms = []
+    for m, means in zip(layers, seen, strict=True):
+        z = (torch.stack(means) - m.running_mean) / torch.sqrt(m.running_var)
+        rms.append(float(z.pow(2).mean(0).sqrt().mean()))
+    n = batch * IMAGE * IMAGE
+    return {"batch": batch, "values_per_channel": n, "rms": rms, "independent": n**-0.5}
+
+
+@lru_cache(maxsize=4)
+def position_comparison(norm: str = "batchnorm", preset: str | None = None) -> dict:
+    """The CNN with ``norm`` before vs after the ReLU, same batch size, epochs and seeds.
+
+    Returns ``{"batch", "epochs", "seeds", "before": [error per seed], "after": [...],
+    "after_minus_before": difference(after, before)}``.
+    """
+    size = SIZES[preset] if preset else choose(SIZES)
+    out: dict = {
+        "batch": size.position_batch,
+        "epochs": size.position_epochs,
+        "seeds": list(size.position_seeds),
+    }
+    for pos in ("before", "after"):
+        out[pos] = [
+            train_cnn(
+                norm, size.position_batch, norm_position=pos, epochs=size.position_epochs, seed=s
+            )[1]
+            for s in size.position_seeds
+        ]
+    out["after_minus_before"] = difference(out["after"], out["before"], _one_image())
+    return out
