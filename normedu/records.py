@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .paths import course_root
-from .results import read_record, write_record
+from .results import make_record, read_record, write_record
 
 __all__ = ["Record", "RECORDS", "FOLDER", "path", "read", "compute", "stale", "main"]
 
@@ -144,7 +144,7 @@ def compute(name: str, *, alone: bool = False, replace: bool = True) -> dict[str
     module, func = spec.compute.split(":")
     data, prov = getattr(importlib.import_module(module), func)(**spec.params)
     prov = {**prov, "record": {"name": name, "params": spec.params, "alone": alone}}
-    rec = {"provenance": prov, "data": data}
+    rec = make_record(data, prov)
     p = path(name)
     if p is None:
         return rec

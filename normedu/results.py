@@ -21,6 +21,7 @@ from .paths import course_root, require_root
 from .provenance import provenance
 
 __all__ = [
+    "make_record",
     "write_record",
     "read_record",
     "check_record",
@@ -30,14 +31,19 @@ __all__ = [
 ]
 
 
+def make_record(data: Any, prov: dict[str, Any]) -> dict[str, Any]:
+    """The record ``{"provenance": prov, "data": data}``: the one shape every stored result has."""
+    return {"provenance": prov, "data": data}
+
+
 def write_record(path: str | Path, data: Any, prov: dict[str, Any]) -> Path:
-    """Write ``{"provenance": prov, "data": data}`` to ``path`` (sorted keys, indent 1).
+    """Write :func:`make_record` of ``data`` and ``prov`` to ``path`` (sorted keys, indent 1).
 
     ``data`` must be JSON-serialisable; parent folders are created.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"provenance": prov, "data": data}
+    record = make_record(data, prov)
     path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return path
 

@@ -121,3 +121,12 @@ def test_every_key_the_claims_cite_is_in_the_bibliography():
             used |= {k.strip() for k in keys.split(",")}
     assert used, "no claim cites a published work"
     assert not used - _bib_keys(), f"keys missing from references.bib: {used - _bib_keys()}"
+
+
+def test_bibliography_parses_strictly():
+    """pybtex's strict parser reads every entry: a lost closing brace (as a merge once left)
+    makes the lenient parser swallow the next entry with only a warning."""
+    from pybtex.database import parse_file
+
+    entries = parse_file(str(REPO / "book" / "references.bib")).entries
+    assert set(entries) == _bib_keys()
