@@ -24,6 +24,7 @@ from .prepost_words import (  # noqa: F401  (re-exported for the chapter and the
     expected_stability,
     matches_reference,
     needs_warmup,
+    num,
     post_wide_verdict,
     trained_lrs,
     trend,
@@ -129,7 +130,7 @@ def stream_growth(init, dev: str) -> Claim:
         "with the layer index (||x_l|| ~ l^0.5); in Post-LN every block ends at the norm's scale",
         source=f"{XIONG}, §3 (the lemma behind Theorem 1)",
         measured=f"log-log slope of ||x_l|| against l over the {deepest} blocks of the deepest "
-        f"stack: Pre-LN {pre:.2f} (predicted {exp['pre']:.1f}), Post-LN {post:.2f} "
+        f"stack: Pre-LN {num(pre)} (predicted {exp['pre']:.1f}), Post-LN {num(post)} "
         f"(predicted {exp['post']:.1f})",
         verdict=verdict_by_parts([agrees(pre, exp["pre"]), agrees(post, exp["post"])]),
         device=dev,
@@ -151,7 +152,7 @@ def last_layer_scaling(init, dev: str) -> Claim:
         source=f"{XIONG}, Theorem 1",
         measured="log-log slope of the last layer's gradient against L ("
         + ", ".join(map(str, init.depths))
-        + f" layers): Pre-LN {pre:.2f} (predicted {exp['pre']:.1f}), Post-LN {post:.2f} "
+        + f" layers): Pre-LN {num(pre)} (predicted {exp['pre']:.1f}), Post-LN {num(post)} "
         f"(predicted {exp['post']:.1f})",
         verdict=verdict_by_parts([agrees(pre, exp["pre"]), post_ok]),
         device=dev,
@@ -210,9 +211,7 @@ def post_depth_limit() -> Claim:
         id="prepost.post_depth_limit",
         chapter=CHAPTER,
         claim="Plain Post-LN Transformers stop training beyond about 32 layers",
-        source=cite("liu2020understanding", where="Table 1")
-        + "; "
-        + cite("wang2022deepnet", where="Table 1")
+        source=cite("liu2020understanding", "wang2022deepnet")
         + "; "
         + cite("takase2023b2t", where="Fig. 1"),
         measured="not measured here (needs deep translation models trained at full size); the "

@@ -30,6 +30,11 @@ def trend(ratio: float) -> str:
     return "shrinks" if ratio < 1 / GROWS else "is flat"
 
 
+def num(x: float, signed: bool = False) -> str:
+    """``x`` to two decimals, with no "-0.00" for a value that rounds to zero."""
+    return f"{round(x, 2) + 0.0:{'+' if signed else ''}.2f}"
+
+
 def agrees(slope: float, expected: float) -> bool:
     """A fitted exponent within :data:`SLOPE_TOL` of the predicted one."""
     return abs(slope - expected) <= SLOPE_TOL
@@ -77,9 +82,10 @@ def _pre_words(dirs: set[str]) -> str:
 
 
 def _fit_words(slope: float, expected: float) -> str:
+    said = f"{num(slope, True)}, predicted {expected + 0.0:+.1f}"
     if agrees(slope, expected):
-        return f"{slope:+.2f}, predicted {expected:+.1f}: **agrees**"
-    return f"{slope:+.2f}, predicted {expected:+.1f}: **off by {slope - expected:+.2f}**"
+        return f"{said}: **agrees**"
+    return f"{said}: **off by {num(slope - expected, True)}**"
 
 
 def describe_scaling(init, expected: dict[str, dict[str, float]]) -> str:
@@ -91,12 +97,12 @@ def describe_scaling(init, expected: dict[str, dict[str, float]]) -> str:
     exp_s, exp_g = expected["stream"], expected["last_layer"]
     parts = [
         f"Over the {deepest} blocks of the deepest stack, the residual stream's norm "
-        f"$\\lVert x_l\\rVert$ grows like $l^{{{s_pre:.2f}}}$ in Pre-LN "
-        f"(slope {_fit_words(s_pre, exp_s['pre'])}) and like $l^{{{s_post:.2f}}}$ in Post-LN "
+        f"$\\lVert x_l\\rVert$ grows like $l^{{{num(s_pre)}}}$ in Pre-LN "
+        f"(slope {_fit_words(s_pre, exp_s['pre'])}) and like $l^{{{num(s_post)}}}$ in Post-LN "
         f"(slope {_fit_words(s_post, exp_s['post'])}; every Post-LN block ends with a norm).",
         f"Across the depths {', '.join(map(str, init.depths))}, the last layer's $W^2$ "
-        f"gradient goes like $L^{{{g_pre:.2f}}}$ in Pre-LN (slope "
-        f"{_fit_words(g_pre, exp_g['pre'])}) and like $L^{{{g_post:.2f}}}$ in Post-LN (slope "
+        f"gradient goes like $L^{{{num(g_pre)}}}$ in Pre-LN (slope "
+        f"{_fit_words(g_pre, exp_g['pre'])}) and like $L^{{{num(g_post)}}}$ in Post-LN (slope "
         f"{_fit_words(g_post, exp_g['post'])}).",
     ]
     if not agrees(g_post, exp_g["post"]) and g_post > exp_g["post"]:

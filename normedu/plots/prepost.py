@@ -289,6 +289,9 @@ def scaling_figure(res: InitGradNorms, expected: dict[str, dict[str, float]]) ->
     """
     from ..experiments.prepost import loglog_slope
 
+    def num(x: float) -> str:  # two decimals, no "-0.00" for a flat line
+        return f"{round(x, 2) + 0.0:.2f}"
+
     fig, (left, right) = figure(1, 2, width=11.0, height=4.3)
     deepest = max(res.depths)
     for placement in ("pre", "post"):
@@ -305,7 +308,7 @@ def scaling_figure(res: InitGradNorms, expected: dict[str, dict[str, float]]) ->
             k,
             fit,
             color,
-            f"{name} fit: slope {k:.2f} (predicted {expected['stream'][placement]:g})",
+            f"{name} fit: slope {num(k)} (predicted {expected['stream'][placement]:g})",
         )
         last = res.last_layer(placement)
         g = loglog_slope(res.depths, last)
@@ -317,7 +320,7 @@ def scaling_figure(res: InitGradNorms, expected: dict[str, dict[str, float]]) ->
             g,
             fit * res.depths[0] ** g,
             color,
-            f"{name} fit: slope {g:.2f} (predicted {expected['last_layer'][placement]:g})",
+            f"{name} fit: slope {num(g)} (predicted {expected['last_layer'][placement]:g})",
         )
     for ax in (left, right):
         ax.set_xscale("log", base=2)
