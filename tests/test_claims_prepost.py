@@ -192,7 +192,8 @@ def test_sweep_sentence_and_claim_branches():
         in text
     )
     assert "So at 0.01 **warm-up is what makes Post-LN train**, and Pre-LN needs none" in text
-    assert "the worst at 2.60" in text
+    assert "1 of the 1 failing Post-LN cells stays near chance" in text
+    assert "the worst at 2.60" in text and "The other" not in text
     claim = C.warmup(sweep, "cpu")
     assert (
         claim.verdict == "confirmed" and "Pre-LN without warm-up at 0.001, 0.01" in claim.measured
@@ -207,3 +208,11 @@ def test_sweep_sentence_and_claim_branches():
     text = C.describe_sweep(sweep)
     assert "**Post-LN never needed warm-up here**" in text and "diverged (NaN" in text
     assert C.warmup(sweep, "cpu").verdict == "depends"
+
+
+def test_sweep_sentence_tells_a_plateau_from_slow_learning():
+    sweep = _sweep([[True, False], [False, True]], [[True, True], [True, True]])
+    sweep.cell("post", 1e-3, 5).final_loss = 1.5  # failed, but far below chance (2.64)
+    text = C.describe_sweep(sweep)
+    assert "1 of the 2 failing Post-LN cells stays near chance" in text
+    assert "The other 1 only learns too slowly" in text

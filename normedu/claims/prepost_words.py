@@ -21,6 +21,8 @@ DIRECTION_SEEDS = 4
 #: A fitted log-log slope within SLOPE_TOL of the predicted exponent agrees with it. Two seeds
 #: per depth move the last-layer slope by about 0.1 (seeds 0-1 against 2-3 at the CPU size).
 SLOPE_TOL = 0.15
+#: A run whose final loss is above NEAR_CHANCE x the chance loss stayed on the plateau.
+NEAR_CHANCE = 0.8
 
 
 def trend(ratio: float) -> str:
@@ -278,11 +280,20 @@ def describe_sweep(sweep) -> str:
     if any(r.diverged for r in failed):
         parts.append("Some Post-LN cells diverged (NaN, shown blank).")
     elif failed:
-        worst = max(r.final_loss for r in failed)
-        parts.append(
-            f"The Post-LN cells that fail end near chance ({sweep.chance_loss:.2f}; the worst at "
-            f"{worst:.2f}): a plateau the optimizer does not leave, not a NaN."
-        )
+        near = [r for r in failed if r.final_loss > NEAR_CHANCE * sweep.chance_loss]
+        slow = len(failed) - len(near)
+        if near:
+            parts.append(
+                f"{len(near)} of the {len(failed)} failing Post-LN cells "
+                f"stay{'s' if len(near) == 1 else ''} near chance ("
+                f"{sweep.chance_loss:.2f}; the worst at {max(r.final_loss for r in near):.2f}): "
+                "a plateau the optimizer does not leave, not a NaN."
+            )
+        if slow:
+            parts.append(
+                f"The other {slow} only learn{'s' if slow == 1 else ''} too slowly to reach "
+                "half of chance in the steps given."
+            )
     return " ".join(parts)
 
 
