@@ -143,7 +143,9 @@ def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
     end = stab.run("pre", False).grad_norms_end
     spreads.append(max(end) / min(end))
     flat = by_id["prepost.pre_flat_2x"]
-    assert all(f"{s:.1f}" in flat.measured for s in spreads), (spreads, flat.measured)
+    # (printed to one decimal at init, to two after training)
+    shown = [f"{s:.1f}" for s in spreads[:-1]] + [f"{spreads[-1]:.2f}"]
+    assert all(s in flat.measured for s in shown), (spreads, flat.measured)
     below = [s < 2 for s in spreads]
     verdict = "confirmed" if all(below) else ("depends" if any(below) else "not reproduced")
     assert flat.verdict == verdict, (spreads, flat.verdict)
@@ -154,9 +156,9 @@ def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
         and r.final_loss < 0.5 * np.log(TINY.vocab - 2)
         for r in stab.runs
     }
-    needs_warmup = trains == {
-        ("post", False): False, ("post", True): True, ("pre", False): True, ("pre", True): True
-    }  # fmt: skip
+    # (the tiny grid has one learning rate: it needs warm-up if Post-LN trains only with it,
+    # and Pre-LN trains without it there)
+    needs_warmup = not trains["post", False] and trains["post", True] and trains["pre", False]
     assert by_id["prepost.warmup"].verdict == ("confirmed" if needs_warmup else "depends"), trains
     # ... and "25 LayerNorms": 2 per block of 12 and a final one, counted on the module.
     gpt = TinyGPT(GPTConfig(n_layers=12, placement="pre"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -10,6 +11,7 @@ import pytest
 
 from normedu.experiments import __main__ as cli
 from normedu.experiments import prepost as E
+from normedu.experiments import prepost_training as T
 from normedu.experiments import prepost_width as W
 from normedu.experiments import registered
 
@@ -29,7 +31,16 @@ TINY = E.PrePostSize(
     lr=1e-3,
     warmup=3,
     threads=1,
-    wide=E.WideSize(d_model=16, n_heads=2, n_layers=3, seq_len=4, batch=2, classes=4, seeds=2),
+    wide=E.WideSize(
+        d_model=16,
+        n_heads=2,
+        n_layers=3,
+        seq_len=4,
+        batch=2,
+        classes=4,
+        seeds=2,
+        one_at_a_time=True,
+    ),
 )
 
 
@@ -57,6 +68,18 @@ def test_presets_are_defined_and_cuda_is_bigger():
     assert cpu.warmup < cpu.steps and cuda.warmup < cuda.steps
 
 
+def test_loglog_slope_recovers_a_known_exponent():
+    x = np.array([6.0, 12.0, 24.0, 48.0])
+    noise = np.exp(np.array([0.02, -0.03, 0.01, -0.02]))  # a few percent, as from two seeds
+    # least squares on the logs: the exponent of 3 x^-0.5, moved by the noise's own slope
+    want = -0.5 + np.polyfit(np.log(x), np.log(noise), 1)[0]
+    assert E.loglog_slope(x, 3.0 * x**-0.5 * noise) == pytest.approx(want, abs=1e-12)
+    assert E.loglog_slope([1, 2, 4], [5.0, 5.0, 5.0]) == pytest.approx(0.0, abs=1e-12)
+    for bad in (([1, 2], [1.0]), ([1], [1.0]), ([0, 1], [1.0, 2.0]), ([1, 2], [1.0, -1.0])):
+        with pytest.raises(ValueError):
+            E.loglog_slope(*bad)
+
+
 def test_init_grad_norms_tiny(tiny):
     res = E.init_grad_norms("cpu")
     assert res.depths == [2, 4]
@@ -65,6 +88,15 @@ def test_init_grad_norms_tiny(tiny):
             prof = res.profile(placement, d)
             assert prof.shape == (d,) and (prof > 0).all()
             assert res.spread(placement, d) == pytest.approx(prof.max() / prof.min())
+        last = [res.profile(placement, d)[-1] for d in res.depths]
+        assert res.depth_slope(placement) == pytest.approx(np.log(last[1] / last[0]) / np.log(2))
+    # Stream norms, against what a LayerNorm guarantees: a Post-LN block ends with a norm
+    # (gain 1, shift 0 at init), whose every output row has length sqrt(d_model) ...
+    post = res.stream_profile("post", 4)
+    np.testing.assert_allclose(post, np.sqrt(TINY.d_model), rtol=1e-3)
+    assert abs(res.stream_slope("post")) < 1e-3
+    # ... while a Pre-LN stream only adds to itself: longer after every block.
+    assert (np.diff(res.stream_profile("pre", 4)) > 0).all() and res.stream_slope("pre") > 0
     assert E.init_grad_norms("cpu") is res  # cached
     assert E.InitGradNorms.from_json(json.loads(json.dumps(res.to_json()))) == res
 
@@ -90,6 +122,37 @@ def test_train_stability_tiny(tiny):
     # same seeds, same data: deterministic
     E.train_stability.cache_clear()
     assert E.train_stability("cpu").runs[2].losses == res.runs[2].losses
+
+
+def test_warmup_sweep_cells_and_a_learning_rate_of_zero(monkeypatch):
+    """Every cell of the grid is run once; at a peak rate of 0 nothing moves, whatever the
+    warm-up, and training at a real rate ends below that untrained loss on the same batches."""
+    size = dataclasses.replace(TINY, steps=8, lr=1e-2, warmup=3, lrs=(0.0, 1e-2), warmups=(0, 3))
+    monkeypatch.setitem(E.SIZES, "cpu", size)
+    E.warmup_sweep.cache_clear()
+    try:
+        sweep = E.warmup_sweep("cpu")
+    finally:
+        E.warmup_sweep.cache_clear()
+    assert len(sweep.runs) == 8
+    assert {(r.placement, r.lr, r.warmup) for r in sweep.runs} == {
+        (p, lr, w) for p in ("post", "pre") for lr in (0.0, 1e-2) for w in (0, 3)
+    }
+    for placement in ("post", "pre"):
+        losses = sweep.final_losses(placement)
+        assert losses.shape == (2, 2) and sweep.trained(placement).shape == (2, 2)
+        assert losses[0, 0] == losses[0, 1]  # lr 0: the same untrained model either way
+        assert (losses[1] < losses[0, 0]).all()  # lr 1e-2 learned something, with or without
+        # the headline runs (lr 1e-2) carry their gradients after training, the others not
+        assert len(sweep.cell(placement, 1e-2, 0).grad_norms_end) == size.train_depth
+        assert sweep.cell(placement, 0.0, 0).grad_norms_end == []
+    stab = sweep.stability()
+    assert [(r.placement, r.warmup, r.lr) for r in stab.runs] == [
+        ("post", 0, 1e-2), ("post", 3, 1e-2), ("pre", 0, 1e-2), ("pre", 3, 1e-2)
+    ]  # fmt: skip
+    assert E.WarmupSweep.from_json(json.loads(json.dumps(sweep.to_json()))) == sweep
+    with pytest.raises(ValueError):  # the grid must hold the headline cell
+        T.sweep_grid(dataclasses.replace(size, lrs=(3e-3,)))
 
 
 def test_registry_lists_both_scale_experiments():
@@ -139,6 +202,9 @@ def test_wide_check_tiny(tiny):
     res = E.wide_check("cpu")
     assert res.size == TINY.wide and E.wide_check("cpu") is res  # cached
     keys = [(p.model, p.placement, p.changes) for p in res.profiles]
+    # by default only TinyGPT as is and with all switches
+    default = E.wide_profiles(dataclasses.replace(TINY.wide, one_at_a_time=False))
+    assert [p.changes for p in default.switch_rows("post")] == ["", "all switches"]
     post_switches = [c for m, pl, c in keys if m == "TinyGPT" and pl == "post"]
     # Post-LN has no final norm to remove: that switch is skipped there
     assert post_switches == [

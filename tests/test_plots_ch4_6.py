@@ -150,19 +150,6 @@ def test_stored_result_reads_fake_file(fake_results_dir):
     assert stored_result("never-stored") is None
 
 
-def test_training_figure_beside_stored(fake_results_dir):
-    live = _fake_stability()
-    fig = PP.training_figure(live, None)
-    assert len(fig.axes) == 1 and "--store" not in _texts(fig)
-    assert len(fig.axes[0].get_lines()) == 5  # 4 runs + chance
-    data, prov = stored_result("prepost")
-    stored = E.StabilityResult.from_json(data["training"])
-    fig = PP.training_figure(live, stored, prov["device"])
-    assert len(fig.axes[1].get_lines()) == 5
-    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
-    assert any("stalled" in s for s in labels) and any("trained" in s for s in labels)
-
-
 def test_init_grad_figure_beside_stored(fake_results_dir):
     live = _fake_init()
     fig = PP.init_grad_figure(live, None)
@@ -276,3 +263,42 @@ def test_scale_invariance_figure_panels():
     assert fig.axes[1].get_yscale() == "log" and fig.axes[2].get_yscale() == "log"
     eq = [ln for ln in fig.axes[2].get_lines() if "W*" in ln.get_label()]
     np.testing.assert_allclose(eq[0].get_ydata(), [0.5 / 1.5**2] * 2)
+
+
+def test_warmup_heatmap_one_scale_and_every_cell_written():
+    lrs, warmups = [1e-3, 1e-2], [0, 5, 20]
+    runs = [
+        E.TrainRun(p, w, [], loss, 1.0, not np.isfinite(loss), loss < 1.0, [], lr)
+        for p, base in (("post", 2.5), ("pre", 0.1))
+        for lr in lrs
+        for w, loss in zip(
+            warmups, (base, base / 2, float("nan") if p == "post" else 0.05), strict=True
+        )
+    ]
+    sweep = E.WarmupSweep(runs, lrs, warmups, 1e-2, 5, 4, 32, 50, "reverse", float(np.log(14)))
+    fig = PP.warmup_heatmap(sweep)
+    post, pre = fig.axes[:2]
+    # one scale, 0 to the chance loss (above every finite loss here)
+    assert post.images[0].get_clim() == pre.images[0].get_clim() == (0.0, np.log(14))
+    assert post.images[0].get_cmap().name == "viridis"
+    cells = [t.get_text() for ax in (post, pre) for t in ax.texts]
+    assert len(cells) == 12 and cells.count("NaN") == 2 and "2.50" in cells and "0.05" in cells
+    assert [t.get_text() for t in post.get_yticklabels()] == ["0.001", "0.01"]
+
+
+def test_scaling_figure_states_each_fitted_slope():
+    depths = [6, 12, 24, 48]
+    norms = {
+        p: {str(d): [1.0] * (d - 1) + [d**k] for d in depths}
+        for p, k in (("pre", -0.5), ("post", 0.0))
+    }
+    stream = {
+        p: {str(d): list(np.arange(1, d + 1) ** k) for d in depths}
+        for p, k in (("pre", 0.5), ("post", 0.0))
+    }
+    init = E.InitGradNorms(depths, norms, d_model=8, seeds=1, stream=stream)
+    fig = PP.scaling_figure(init, E.EXPECTED_SLOPES)
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
+    assert "Pre-LN fit: slope 0.50 (predicted 0.5)" in labels
+    assert "Post-LN fit: slope 0.00 (predicted 0)" in labels  # no "-0.00"
+    assert "Pre-LN fit: slope -0.50 (predicted -0.5)" in labels

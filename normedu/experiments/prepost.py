@@ -1,17 +1,20 @@
 """Pre-Norm vs Post-Norm: gradient norms at initialization and training stability at depth.
 
-Two experiments on :class:`normedu.transformer.TinyGPT` stacks and the synthetic tasks of
+Experiments on :class:`normedu.transformer.TinyGPT` stacks and the synthetic tasks of
 :mod:`normedu.sequence_tasks`:
 
 - :func:`init_grad_norms`: for each depth and placement, the gradient norm of every block's
-  second FFN matrix (``mlp.fc2``, the W2 of Xiong et al., 2020, Fig. 3) at initialization,
-  averaged over a few seeds.
-- :func:`train_stability`: Post-LN and Pre-LN stacks trained with Adam at a high learning
-  rate, with and without linear learning-rate warm-up; which ones train and which stall.
+  second FFN matrix (``mlp.fc2``, the W2 of Xiong et al., 2020) at initialization, and the
+  norm of the residual stream after every block, averaged over a few seeds. The fits that test
+  Xiong et al.'s Theorem 1 (:meth:`InitGradNorms.depth_slope`,
+  :meth:`InitGradNorms.stream_slope`) read this one sweep.
+- :func:`warmup_sweep`: Post-LN and Pre-LN stacks trained with Adam over a learning-rate x
+  warm-up grid (:mod:`.prepost_training`); :func:`train_stability` is its four runs at the
+  headline learning rate.
 
 A third, the paper-width gradient check at init (:func:`wide_check`, reference stack against
-TinyGPT at Xiong et al.'s width), lives in :mod:`.prepost_width`; its names are re-exported
-here.
+TinyGPT at Xiong et al.'s width), lives in :mod:`.prepost_width`. The names of both modules
+are re-exported here.
 
 All are cached per preset (or size), so the chapter and its claim checks share one run.
 ``SIZES["cpu"]`` finishes in seconds; ``SIZES["cuda"]`` is the full size that ``python -m
@@ -20,6 +23,7 @@ normedu.experiments --store`` runs on a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,6 +31,14 @@ from typing import Any
 import numpy as np
 
 from ..device import choose, pick_device, preset_name
+from .prepost_training import (
+    CUDA_MATMUL_PRECISION,
+    StabilityResult,
+    TrainRun,
+    WarmupSweep,
+    lr_at,
+    run_sweep,
+)
 from .prepost_width import (
     SWITCHES,
     WIDE,
@@ -43,12 +55,17 @@ __all__ = [
     "PrePostSize",
     "SIZES",
     "InitGradNorms",
+    "EXPECTED_SLOPES",
+    "loglog_slope",
+    "init_grad_norms",
+    "warmup_sweep",
+    "train_stability",
+    "wide_check",
+    # from prepost_training, where the training runs live:
     "TrainRun",
     "StabilityResult",
-    "init_grad_norms",
-    "train_stability",
+    "WarmupSweep",
     "lr_at",
-    "wide_check",
     # from prepost_width, where the paper-width check lives:
     "WideSize",
     "WIDE",
@@ -68,7 +85,10 @@ class PrePostSize:
     Gradient norms at init: ``depths`` (layers), ``d_model``, ``n_heads``, ``vocab``,
     ``n_items`` (prompt length), ``batch``, ``seeds`` (averaged).
     Training: ``train_depth``, ``train_d_model``, ``train_heads``, ``train_batch``, ``steps``,
-    ``lr`` (Adam peak), ``warmup`` (steps of linear warm-up in the warm-up runs), ``task``.
+    ``lr`` (Adam peak) and ``warmup`` (steps of linear warm-up) of the headline runs, ``task``;
+    the grid of :func:`warmup_sweep`, ``lrs`` x ``warmups`` (empty: the headline ``lr`` with
+    no warm-up and with ``warmup``), which must hold the headline values;
+    ``train_items`` (prompt items of the training task; None: ``n_items``).
     ``threads``: torch threads while running (None: leave as is).
     ``wide``: the setting of the paper-width check (:func:`wide_check`), the same on every
     device because it is one forward and backward pass per model.
@@ -91,6 +111,9 @@ class PrePostSize:
     task: str = "reverse"
     threads: int | None = None
     wide: WideSize = WIDE
+    lrs: tuple[float, ...] = ()
+    warmups: tuple[int, ...] = ()
+    train_items: int | None = None
 
 
 SIZES: dict[str, PrePostSize] = {
@@ -102,14 +125,21 @@ SIZES: dict[str, PrePostSize] = {
         n_items=6,
         batch=16,
         seeds=2,
-        train_depth=8,
+        # 18 runs of 45 steps (the CPU budget of the chapter): a 4-layer stack on reversing 4
+        # items, where Post-LN without warm-up stalls at lr 1e-2 and trains at 3e-3. A width of
+        # 16 learns too slowly in 60 steps to show anything; 6 layers cost half as much again;
+        # at 40 steps nothing trains at 3e-3.
+        train_depth=4,
         train_d_model=32,
         train_heads=4,
         train_batch=16,
-        steps=120,
-        lr=5e-3,
-        warmup=30,
+        steps=45,
+        lr=1e-2,
+        warmup=9,
         threads=1,
+        lrs=(3e-3, 1e-2, 3e-2),
+        warmups=(0, 9, 27),
+        train_items=4,
     ),
     "cuda": PrePostSize(
         depths=(6, 12, 24, 48),
@@ -123,10 +153,13 @@ SIZES: dict[str, PrePostSize] = {
         train_d_model=512,
         train_heads=8,
         train_batch=64,
-        # 4 runs of 1200 steps: about two minutes on one GPU, sized to fit a short lease.
-        steps=1200,
+        # 18 runs of 500 steps (2 placements x 3 lrs x 3 warm-ups); four runs of 1200 steps
+        # took about two minutes on one GPU, so this grid should take about four (not measured).
+        steps=500,
         lr=1e-3,
-        warmup=240,
+        warmup=120,
+        lrs=(3e-4, 1e-3, 3e-3),
+        warmups=(0, 120, 360),
     ),
 }
 
@@ -134,12 +167,40 @@ SIZES: dict[str, PrePostSize] = {
 # --------------------------------------------------------------------------- gradients at init
 
 
+#: Exponents that Xiong et al.'s argument predicts for the log-log fits of the init sweep:
+#: the residual stream's norm after block l against l (``"stream"``), and the last block's
+#: FFN-W2 gradient against the depth L (``"last_layer"``).
+EXPECTED_SLOPES: dict[str, dict[str, float]] = {
+    "stream": {"pre": 0.5, "post": 0.0},
+    "last_layer": {"pre": -0.5, "post": 0.0},
+}
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log(y) against log(x): the exponent k of a power law y ~ x^k.
+
+    ``x``, ``y``: equal-length sequences of positive numbers, at least two.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 2:
+        raise ValueError(
+            "need two equal-length 1-D sequences of at least 2 points, "
+            f"got shapes {x.shape} and {y.shape}"
+        )
+    if (x <= 0).any() or (y <= 0).any() or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("a log-log fit needs positive, finite values")
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
 @dataclass
 class InitGradNorms:
-    """Per-layer gradient norms at initialization.
+    """Per-layer gradient norms and residual-stream norms at initialization.
 
     ``norms[placement][str(depth)]`` is a list of L floats (block 0 first): the L2 norm of
     the gradient of that block's ``mlp.fc2`` weight and bias, averaged over ``seeds``.
+    ``stream[placement][str(depth)]``: L floats, the root-mean-square over tokens of the
+    per-token norm ||x_l|| of the residual stream after block l = 1 .. L (empty in results
+    stored before it was measured).
     """
 
     depths: list[int]
@@ -147,6 +208,7 @@ class InitGradNorms:
     d_model: int
     seeds: int
     norm: str = "layernorm"
+    stream: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def profile(self, placement: str, depth: int) -> np.ndarray:
         return np.asarray(self.norms[placement][str(depth)])
@@ -159,6 +221,23 @@ class InitGradNorms:
     def last_over_first(self, placement: str, depth: int) -> float:
         p = self.profile(placement, depth)
         return float(p[-1] / p[0])
+
+    def last_layer(self, placement: str) -> np.ndarray:
+        """The last block's FFN-W2 gradient norm, one per depth (in ``depths`` order)."""
+        return np.array([self.profile(placement, d)[-1] for d in self.depths])
+
+    def depth_slope(self, placement: str) -> float:
+        """Exponent k of the fit last-layer gradient ~ L^k over the depths."""
+        return loglog_slope(self.depths, self.last_layer(placement))
+
+    def stream_profile(self, placement: str, depth: int | None = None) -> np.ndarray:
+        """||x_l|| after blocks 1 .. L of the stack of ``depth`` layers (None: the deepest)."""
+        return np.asarray(self.stream[placement][str(depth or max(self.depths))])
+
+    def stream_slope(self, placement: str, depth: int | None = None) -> float:
+        """Exponent k of the fit ||x_l|| ~ l^k over the blocks of one stack (None: deepest)."""
+        prof = self.stream_profile(placement, depth)
+        return loglog_slope(np.arange(1, len(prof) + 1), prof)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,11 +275,12 @@ def _init_grad_norms(preset: str, norm: str) -> InitGradNorms:
     size = SIZES[preset]
     device = pick_device("cuda" if preset == "cuda" else "cpu")
     norms: dict[str, dict[str, list[float]]] = {"post": {}, "pre": {}}
+    stream: dict[str, dict[str, list[float]]] = {"post": {}, "pre": {}}
     t = seq_len(size.task, size.n_items)
     with threads(size.threads):
         for depth in size.depths:
             for placement in ("post", "pre"):
-                acc = np.zeros(depth)
+                acc, sq = np.zeros(depth), np.zeros(depth)
                 for seed in range(size.seeds):
                     cfg = GPTConfig(
                         vocab=size.vocab,
@@ -214,199 +294,79 @@ def _init_grad_norms(preset: str, norm: str) -> InitGradNorms:
                     )
                     model = TinyGPT(cfg).to(device)
                     b = _task_batch(size.vocab, size.task, size.batch, size.n_items, seed, device)
-                    prof = gradient_profile(
-                        model, _fc2_layers(model), lambda m, b=b: lm_loss(m(b.x), b)
-                    )
+                    with _stream_norms(model) as seen:
+                        prof = gradient_profile(
+                            model, _fc2_layers(model), lambda m, b=b: lm_loss(m(b.x), b)
+                        )
                     acc += prof.norms
+                    sq += np.asarray(seen)
                 norms[placement][str(depth)] = (acc / size.seeds).tolist()
-    return InitGradNorms(list(size.depths), norms, size.d_model, size.seeds, norm)
+                stream[placement][str(depth)] = np.sqrt(sq / size.seeds).tolist()
+    return InitGradNorms(list(size.depths), norms, size.d_model, size.seeds, norm, stream)
+
+
+@contextlib.contextmanager
+def _stream_norms(model):
+    """Record, for each block's output x_l, the mean over tokens of ||x_l||^2 (one forward).
+
+    Yields the list the forward hooks fill, block 0 first; the hooks are removed on exit.
+    """
+    seen: list[float] = []
+
+    def hook(_module, _inputs, out):
+        seen.append(float(out.detach().double().pow(2).sum(-1).mean()))
+
+    handles = [blk.register_forward_hook(hook) for blk in model.blocks]
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
 
 
 # --------------------------------------------------------------------------- training
 
-#: torch.set_float32_matmul_precision while training on CUDA ("high" = TF32 products).
-CUDA_MATMUL_PRECISION = "high"
+_SWEEPS: dict[str, WarmupSweep] = {}
+#: preset -> (the sweep, its four headline runs): one StabilityResult per sweep
+_STABILITY: dict[str, tuple[WarmupSweep, StabilityResult]] = {}
 
 
-def lr_at(step: int, peak: float, warmup: int) -> float:
-    """Learning rate at ``step`` (0-based): linear warm-up over ``warmup`` steps, then ``peak``."""
-    if warmup < 0 or peak < 0:
-        raise ValueError(f"warmup and peak must be >= 0, got warmup={warmup}, peak={peak}")
-    return peak * min(1.0, (step + 1) / warmup) if warmup > 0 else peak
+def warmup_sweep(preset: str | None = None, progress: bool = False) -> WarmupSweep:
+    """Post-LN and Pre-LN trained over the learning-rate x warm-up grid of ``preset``.
 
-
-@dataclass
-class TrainRun:
-    """One training run: its switches, the loss per step, and the outcome.
-
-    - losses: training loss per step (NaN once it diverged).
-    - final_loss: mean loss over the last tenth of the steps.
-    - accuracy: answer-token accuracy on a held-out batch after training.
-    - diverged: a loss became NaN or infinite.
-    - trained: final_loss below half of the chance-level loss ln(V - 2)
-      (:func:`normedu.sequence_tasks.chance_loss`).
-    - grad_norms_end: per-block FFN-W2 gradient norm after training (block 0 first).
+    Returns a :class:`WarmupSweep` (``preset=None``: the device's preset). ``progress=True``
+    shows a tqdm bar on stderr. Cached per preset (``progress`` is not part of the key), so the
+    chapter's heat map, its loss curves (:func:`train_stability`) and its claim checks share
+    one run; ``warmup_sweep.cache_clear()`` empties the cache.
     """
-
-    placement: str
-    warmup: int
-    losses: list[float]
-    final_loss: float
-    accuracy: float
-    diverged: bool
-    trained: bool
-    grad_norms_end: list[float] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        w = f"warm-up {self.warmup}" if self.warmup else "no warm-up"
-        return f"{self.placement.capitalize()}-LN, {w}"
-
-
-@dataclass
-class StabilityResult:
-    """All runs of :func:`train_stability` plus the size they used."""
-
-    runs: list[TrainRun]
-    depth: int
-    d_model: int
-    steps: int
-    lr: float
-    task: str
-    chance_loss: float
-
-    def run(self, placement: str, warmup: bool) -> TrainRun:
-        for r in self.runs:
-            if r.placement == placement and bool(r.warmup) == warmup:
-                return r
-        raise KeyError(f"no run with placement={placement!r}, warmup={warmup}")
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> StabilityResult:
-        data = dict(data)
-        data["runs"] = [TrainRun(**r) for r in data["runs"]]
-        return cls(**data)
-
-
-def _train_one(size: PrePostSize, placement: str, warmup: int, device, progress=None) -> TrainRun:
-    import torch
-
-    from ..gradflow import gradient_profile
-    from ..sequence_tasks import accuracy, chance_loss, lm_loss, seq_len
-    from ..training import adam
-    from ..transformer import GPTConfig, TinyGPT
-
-    t = seq_len(size.task, size.n_items)
-    cfg = GPTConfig(
-        vocab=size.vocab,
-        d_model=size.train_d_model,
-        n_heads=size.train_heads,
-        n_layers=size.train_depth,
-        max_len=t,
-        placement=placement,
-        seed=0,
-    )
-    model = TinyGPT(cfg).to(device)
-    opt = adam(model.parameters(), lr=size.lr, betas=(0.9, 0.98))
-    losses: list[float] = []
-    diverged = False
-    for step in range(size.steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, size.lr, warmup)
-        # A fresh batch every step (seeded by the step): the same data for every run.
-        b = _task_batch(
-            size.vocab, size.task, size.train_batch, size.n_items, 10_000 + step, device
-        )
-        loss = lm_loss(model(b.x), b)
-        if not torch.isfinite(loss):
-            diverged = True
-            losses.extend([float("nan")] * (size.steps - step))
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if progress is not None:
-            progress.update(1)
-    tail = losses[-max(1, size.steps // 10) :]
-    final = float(np.mean(tail)) if not diverged else float("nan")
-    held = _task_batch(size.vocab, size.task, 256, size.n_items, 1, device)
-    with torch.no_grad():
-        acc = accuracy(model(held.x), held) if not diverged else 0.0
-    grads: list[float] = []
-    if not diverged:
-        prof = gradient_profile(model, _fc2_layers(model), lambda m: lm_loss(m(held.x), held))
-        grads = prof.norms.tolist()
-    trained = (not diverged) and final < 0.5 * chance_loss(size.vocab, size.task)
-    return TrainRun(placement, warmup, losses, final, acc, diverged, trained, grads)
-
-
-_STABILITY: dict[str, StabilityResult] = {}
+    preset = preset or preset_name()
+    if preset not in _SWEEPS:
+        device = pick_device("cuda" if preset == "cuda" else "cpu")
+        _SWEEPS[preset] = run_sweep(SIZES[preset], device, progress)
+    return _SWEEPS[preset]
 
 
 def train_stability(preset: str | None = None, progress: bool = False) -> StabilityResult:
-    """Train Post-LN and Pre-LN stacks, each without and with warm-up.
+    """The four runs of :func:`warmup_sweep` at the headline learning rate.
 
-    Returns a :class:`StabilityResult` with four runs. ``progress=True`` shows a tqdm bar on
-    stderr. Cached per preset (``None`` = the device's preset; ``progress`` is not part of the
-    key), so the chapter and its claim checks share one run; ``train_stability.cache_clear()``
-    empties the cache.
+    Post-LN and Pre-LN, each without warm-up and with ``SIZES[preset].warmup`` steps of it.
+    Shares the sweep's cache: ``train_stability.cache_clear()`` empties it.
     """
     preset = preset or preset_name()
-    if preset not in _STABILITY:
-        _STABILITY[preset] = _train_stability(preset, progress)
-    return _STABILITY[preset]
+    sweep = warmup_sweep(preset, progress)
+    if preset not in _STABILITY or _STABILITY[preset][0] is not sweep:
+        _STABILITY[preset] = (sweep, sweep.stability())
+    return _STABILITY[preset][1]
 
 
-def _train_stability(preset: str, progress: bool) -> StabilityResult:
-    from ..sequence_tasks import chance_loss
-
-    size = SIZES[preset]
-    device = pick_device("cuda" if preset == "cuda" else "cpu")
-    bar = None
-    if progress:
-        import sys
-
-        # tqdm.std, not tqdm.auto: in a notebook tqdm.auto draws an ipywidget, which a static
-        # page shows as raw JSON; the text bar goes to stderr, which the book removes.
-        from tqdm.std import tqdm
-
-        bar = tqdm(
-            total=4 * size.steps, desc="training Post-LN / Pre-LN", leave=False, file=sys.stderr
-        )
-    import torch
-
-    runs = []
-    precision = torch.get_float32_matmul_precision()
-    if device.type == "cuda":
-        # TF32 matrix products: several times faster on a GPU, and a question about
-        # stability at depth does not hinge on the last mantissa bits of the products.
-        torch.set_float32_matmul_precision(CUDA_MATMUL_PRECISION)
-    try:
-        with threads(size.threads):
-            for placement in ("post", "pre"):
-                for warmup in (0, size.warmup):
-                    runs.append(_train_one(size, placement, warmup, device, bar))
-    finally:
-        torch.set_float32_matmul_precision(precision)
-    if bar is not None:
-        bar.close()
-    return StabilityResult(
-        runs,
-        size.train_depth,
-        size.train_d_model,
-        size.steps,
-        size.lr,
-        size.task,
-        chance_loss(size.vocab, size.task),
-    )
+def _clear_training() -> None:
+    _SWEEPS.clear()
+    _STABILITY.clear()
 
 
 init_grad_norms.cache_clear = _init_grad_norms.cache_clear  # type: ignore[attr-defined]
-train_stability.cache_clear = _STABILITY.clear  # type: ignore[attr-defined]
+train_stability.cache_clear = _clear_training  # type: ignore[attr-defined]
+warmup_sweep.cache_clear = _clear_training  # type: ignore[attr-defined]
 
 
 @scale_experiment("prepost")
@@ -416,7 +376,8 @@ def stored_run(preset: str) -> dict[str, Any]:
         "preset": preset,
         "size": asdict(SIZES[preset]),
         "init": init_grad_norms(preset).to_json(),
-        "training": train_stability(preset, progress=True).to_json(),
+        "sweep": warmup_sweep(preset, progress=True).to_json(),
+        "training": train_stability(preset).to_json(),
         "matmul_precision": CUDA_MATMUL_PRECISION if preset == "cuda" else "highest",
     }
 

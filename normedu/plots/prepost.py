@@ -1,4 +1,5 @@
-"""Figures of the Pre-Norm vs Post-Norm chapter: data flows, gradients at init, training.
+"""Figures of the Pre-Norm vs Post-Norm chapter: data flows, gradients at init, the fits of
+Xiong et al.'s argument, training and the learning-rate x warm-up heat map.
 
 A figure that can show a stored GPU run beside the live one draws only the live panels when
 none is stored; the page says so in one line.
@@ -15,7 +16,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from . import COLORS, Figure, figure
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..experiments.prepost import InitGradNorms, StabilityResult, WideCheck
+    from ..experiments.prepost import InitGradNorms, WarmupSweep, WideCheck
 
 #: Okabe-Ito colours (colour-blind safe) and markers for the lines of one comparison.
 SERIES_COLORS = ("#000000", "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
@@ -178,53 +179,6 @@ def init_grad_figure(
     return fig
 
 
-# --------------------------------------------------------------------------- training
-
-
-def _train_panel(ax, res: StabilityResult, title: str) -> None:
-    for run in res.runs:
-        ls = "-" if run.warmup == 0 else "--"
-        losses = np.asarray(run.losses, dtype=float)
-        steps = np.arange(1, len(losses) + 1)
-        outcome = "diverged" if run.diverged else ("trained" if run.trained else "stalled")
-        ax.plot(
-            steps,
-            losses,
-            ls=ls,
-            color=COLORS[run.placement],
-            lw=1.3,
-            label=f"{run.label}: {outcome}",
-        )
-    ax.axhline(res.chance_loss, color="black", lw=0.8, ls=":", label="chance: ln(V−2)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss (answer tokens)")
-    ax.set_title(title, fontsize=10)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-
-
-def training_figure(
-    live: StabilityResult, stored: StabilityResult | None = None, stored_device: str = ""
-) -> Figure:
-    """Loss curves of the four runs: the live run left, the stored GPU run (if given) right."""
-    if stored is None:
-        fig, left = figure(1, 1, width=7.0, height=4.4)
-    else:
-        fig, (left, right) = figure(1, 2, width=11.5, height=4.4)
-    _train_panel(
-        left, live, f"This device: {live.depth} layers, d_model {live.d_model}, Adam lr {live.lr:g}"
-    )
-    if stored is not None:
-        _train_panel(
-            right,
-            stored,
-            f"Stored GPU run ({short_device(stored_device, 28)}): "
-            f"{stored.depth} layers, d_model {stored.d_model}",
-        )
-    fig.suptitle(f"Training at a high learning rate, with and without warm-up ({live.task} task)")
-    return fig
-
-
 # --------------------------------------------------------------------------- paper width
 
 
@@ -266,4 +220,110 @@ def wide_figure(res: WideCheck) -> Figure:
         ax.set_title(f"{name}, d_model {res.size.d_model}, {res.size.n_layers} layers")
         ax.legend(fontsize=7, title="model (last/first)", title_fontsize=7)
     fig.suptitle("Gradient of the FFN's second matrix at initialization, at the paper's width")
+    return fig
+
+
+# --------------------------------------------------------------------------- scaling fits
+
+
+def _fit_line(ax, x, slope: float, y_at_first: float, color: str, label: str) -> None:
+    """A power law through (x[0], y_at_first) with exponent ``slope``, dotted."""
+    x = np.asarray(x, dtype=float)
+    ax.plot(x, y_at_first * (x / x[0]) ** slope, color=color, ls=":", lw=1.2, label=label)
+
+
+def scaling_figure(res: InitGradNorms, expected: dict[str, dict[str, float]]) -> Figure:
+    """The two fits of Xiong et al.'s argument on the init sweep, log-log axes.
+
+    Left: the residual stream's norm ||x_l|| after block l of the deepest stack, both
+    placements, with a fitted power law each. Right: the last block's FFN-W2 gradient against
+    the depth L, both placements, with fitted power laws. ``expected``: the predicted exponents
+    (:data:`normedu.experiments.prepost.EXPECTED_SLOPES`), given in the legends.
+    """
+    from ..experiments.prepost import loglog_slope
+
+    def num(x: float) -> str:  # two decimals, no "-0.00" for a flat line
+        return f"{round(x, 2) + 0.0:.2f}"
+
+    fig, (left, right) = figure(1, 2, width=11.0, height=4.3)
+    deepest = max(res.depths)
+    for placement in ("pre", "post"):
+        name = "Pre-LN" if placement == "pre" else "Post-LN"
+        color = COLORS[placement]
+        prof = res.stream_profile(placement)
+        layers = np.arange(1, len(prof) + 1)
+        k = res.stream_slope(placement)
+        left.plot(layers, prof, color=color, marker=".", lw=1.2, label=f"{name}, measured")
+        fit = np.exp(np.polyfit(np.log(layers), np.log(prof), 1)[1])
+        _fit_line(
+            left,
+            layers,
+            k,
+            fit,
+            color,
+            f"{name} fit: slope {num(k)} (predicted {expected['stream'][placement]:g})",
+        )
+        last = res.last_layer(placement)
+        g = loglog_slope(res.depths, last)
+        right.plot(res.depths, last, color=color, marker="o", lw=1.2, label=f"{name}, measured")
+        fit = np.exp(np.polyfit(np.log(res.depths), np.log(last), 1)[1])
+        _fit_line(
+            right,
+            res.depths,
+            g,
+            fit * res.depths[0] ** g,
+            color,
+            f"{name} fit: slope {num(g)} (predicted {expected['last_layer'][placement]:g})",
+        )
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(_plain))
+        ax.legend(fontsize=7)
+    _log_y_labels(left)
+    _log_y_labels(right)
+    left.set_xlabel("block l (1 = next to the input)")
+    left.set_ylabel("‖x_l‖, residual stream after block l")
+    left.set_title(f"Residual stream at init, {deepest}-layer stacks", fontsize=10)
+    right.set_xlabel("depth L (layers)")
+    right.set_ylabel("‖∇ W2‖ of the last block at init")
+    right.set_title("Last layer's FFN gradient against depth", fontsize=10)
+    fig.suptitle(f"Testing Xiong et al.'s Theorem 1 (d_model {res.d_model}, log-log axes)")
+    return fig
+
+
+# --------------------------------------------------------------------------- warm-up sweep
+
+
+def warmup_heatmap(sweep: WarmupSweep) -> Figure:
+    """Final training loss over learning rate (rows) x warm-up steps (columns), one panel per
+    placement, one shared colour scale (viridis, 0 to the chance loss), values in the cells.
+
+    A diverged run (NaN) is a blank cell marked "NaN". Lower is better: dark cells trained.
+    """
+    fig, axes = figure(1, 2, width=10.0, height=4.0, sharey=True)
+    vmax = max(sweep.chance_loss, *(r.final_loss for r in sweep.runs if np.isfinite(r.final_loss)))
+    image = None
+    for ax, placement in zip(axes, ("post", "pre"), strict=True):
+        losses = sweep.final_losses(placement)
+        image = ax.imshow(
+            np.ma.masked_invalid(losses), cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto"
+        )
+        for i in range(losses.shape[0]):
+            for j in range(losses.shape[1]):
+                v = losses[i, j]
+                # dark text on the light (high-loss) end of viridis, light text on the dark end
+                color = "black" if np.isfinite(v) and v > 0.6 * vmax else "white"
+                text = f"{v:.2f}" if np.isfinite(v) else "NaN"
+                ax.text(j, i, text, ha="center", va="center", color=color, fontsize=10)
+        ax.set_xticks(range(len(sweep.warmups)), [str(w) for w in sweep.warmups])
+        ax.set_yticks(range(len(sweep.lrs)), [f"{lr:g}" for lr in sweep.lrs])
+        ax.set_xlabel(f"warm-up steps (of {sweep.steps})")
+        name = "Post-LN" if placement == "post" else "Pre-LN"
+        ax.set_title(f"{name}, {sweep.depth} layers", fontsize=10)
+        ax.grid(False)
+    axes[0].set_ylabel("peak learning rate (Adam)")
+    bar = fig.colorbar(image, ax=list(axes), shrink=0.9)
+    bar.set_label(f"final training loss (chance {sweep.chance_loss:.2f})")
+    fig.suptitle(f"Final loss after {sweep.steps} steps ({sweep.task} task): lower is better")
     return fig

@@ -1,0 +1,277 @@
+"""Pre-Norm vs Post-Norm: training at a high learning rate, over a learning-rate x warm-up grid.
+
+:func:`run_sweep` trains one :class:`normedu.transformer.TinyGPT` stack per placement, peak
+learning rate and warm-up length (Adam, linear warm-up then constant) on the same stream of
+synthetic batches, and returns a :class:`WarmupSweep`: the final loss of every cell, the heat
+map of the chapter. :meth:`WarmupSweep.stability` picks the four runs at the headline learning
+rate (no warm-up and the headline warm-up, both placements), the :class:`StabilityResult` that
+the loss-curve figure and the claims read. :mod:`normedu.experiments.prepost` holds the sizes
+and re-exports these names; the chapter finds them there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CUDA_MATMUL_PRECISION",
+    "lr_at",
+    "TrainRun",
+    "StabilityResult",
+    "WarmupSweep",
+    "train_one",
+    "run_sweep",
+]
+
+#: Sequences in the held-out batch that scores a trained run (accuracy, gradients after).
+HELD_OUT = 64
+
+#: torch.set_float32_matmul_precision while training on CUDA ("high" = TF32 products).
+CUDA_MATMUL_PRECISION = "high"
+
+
+def lr_at(step: int, peak: float, warmup: int) -> float:
+    """Learning rate at ``step`` (0-based): linear warm-up over ``warmup`` steps, then ``peak``."""
+    if warmup < 0 or peak < 0:
+        raise ValueError(f"warmup and peak must be >= 0, got warmup={warmup}, peak={peak}")
+    return peak * min(1.0, (step + 1) / warmup) if warmup > 0 else peak
+
+
+@dataclass
+class TrainRun:
+    """One training run: its switches, the loss per step, and the outcome.
+
+    - losses: training loss per step (NaN once it diverged).
+    - final_loss: mean loss over the last tenth of the steps (NaN if it diverged).
+    - accuracy: answer-token accuracy on a held-out batch after training.
+    - diverged: a loss became NaN or infinite.
+    - trained: final_loss below half of the chance-level loss ln(V - 2)
+      (:func:`normedu.sequence_tasks.chance_loss`).
+    - grad_norms_end: per-block FFN-W2 gradient norm after training (block 0 first); measured
+      for the runs at the headline learning rate only (empty otherwise).
+    - lr: the peak learning rate (None in results stored before the sweep existed).
+    """
+
+    placement: str
+    warmup: int
+    losses: list[float]
+    final_loss: float
+    accuracy: float
+    diverged: bool
+    trained: bool
+    grad_norms_end: list[float] = field(default_factory=list)
+    lr: float | None = None
+
+    @property
+    def label(self) -> str:
+        w = f"warm-up {self.warmup}" if self.warmup else "no warm-up"
+        return f"{self.placement.capitalize()}-LN, {w}"
+
+    @property
+    def outcome(self) -> str:
+        return "diverged" if self.diverged else ("trained" if self.trained else "stalled")
+
+
+@dataclass
+class StabilityResult:
+    """Four runs at one learning rate (both placements, without and with warm-up)."""
+
+    runs: list[TrainRun]
+    depth: int
+    d_model: int
+    steps: int
+    lr: float
+    task: str
+    chance_loss: float
+
+    def run(self, placement: str, warmup: bool) -> TrainRun:
+        for r in self.runs:
+            if r.placement == placement and bool(r.warmup) == warmup:
+                return r
+        raise KeyError(f"no run with placement={placement!r}, warmup={warmup}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StabilityResult:
+        data = dict(data)
+        data["runs"] = [TrainRun(**r) for r in data["runs"]]
+        return cls(**data)
+
+
+@dataclass
+class WarmupSweep:
+    """Every run of :func:`run_sweep`: placements x ``lrs`` x ``warmups``.
+
+    ``lr`` and ``warmup`` are the headline cell (a member of ``lrs`` and of ``warmups``), the
+    one :meth:`stability` reads.
+    """
+
+    runs: list[TrainRun]
+    lrs: list[float]
+    warmups: list[int]
+    lr: float
+    warmup: int
+    depth: int
+    d_model: int
+    steps: int
+    task: str
+    chance_loss: float
+
+    def cell(self, placement: str, lr: float, warmup: int) -> TrainRun:
+        for r in self.runs:
+            if (r.placement, r.lr, r.warmup) == (placement, lr, warmup):
+                return r
+        raise KeyError(f"no run with placement={placement!r}, lr={lr}, warmup={warmup}")
+
+    def final_losses(self, placement: str) -> np.ndarray:
+        """(len(lrs), len(warmups)) final losses, rows by learning rate (NaN: diverged)."""
+        return np.array(
+            [[self.cell(placement, lr, w).final_loss for w in self.warmups] for lr in self.lrs]
+        )
+
+    def trained(self, placement: str) -> np.ndarray:
+        """(len(lrs), len(warmups)) bool: which cells trained."""
+        return np.array(
+            [[self.cell(placement, lr, w).trained for w in self.warmups] for lr in self.lrs]
+        )
+
+    def stability(self) -> StabilityResult:
+        """The four runs at the headline ``lr``: each placement without and with ``warmup``."""
+        runs = [self.cell(p, self.lr, w) for p in ("post", "pre") for w in (0, self.warmup)]
+        return StabilityResult(
+            runs, self.depth, self.d_model, self.steps, self.lr, self.task, self.chance_loss
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WarmupSweep:
+        data = dict(data)
+        data["runs"] = [TrainRun(**r) for r in data["runs"]]
+        return cls(**data)
+
+
+def _fc2_layers(model) -> dict:
+    return {f"block{i}": blk.mlp.fc2 for i, blk in enumerate(model.blocks)}
+
+
+def train_one(
+    size, placement: str, lr: float, warmup: int, device, progress=None, grads: bool = False
+) -> TrainRun:
+    """Train one stack of ``size`` (a :class:`~normedu.experiments.prepost.PrePostSize`).
+
+    Adam (betas 0.9, 0.98) at peak ``lr`` with ``warmup`` steps of linear warm-up, for
+    ``size.steps`` steps on fresh batches seeded by the step (the same data for every run).
+    ``grads``: also measure the per-block FFN-W2 gradient after training.
+    """
+    import torch
+
+    from ..gradflow import gradient_profile
+    from ..sequence_tasks import accuracy, chance_loss, lm_loss, make_batch, seq_len
+    from ..training import adam
+    from ..transformer import GPTConfig, TinyGPT
+
+    items = size.train_items or size.n_items
+    cfg = GPTConfig(
+        vocab=size.vocab,
+        d_model=size.train_d_model,
+        n_heads=size.train_heads,
+        n_layers=size.train_depth,
+        max_len=seq_len(size.task, items),
+        placement=placement,
+        seed=0,
+    )
+    model = TinyGPT(cfg).to(device)
+    opt = adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
+    losses: list[float] = []
+    diverged = False
+    for step in range(size.steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, lr, warmup)
+        b = make_batch(size.task, size.train_batch, items, size.vocab, 10_000 + step, device)
+        loss = lm_loss(model(b.x), b)
+        if not torch.isfinite(loss):
+            diverged = True
+            losses.extend([float("nan")] * (size.steps - step))
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if progress is not None:
+            progress.update(1)
+    tail = losses[-max(1, size.steps // 10) :]
+    final = float(np.mean(tail)) if not diverged else float("nan")
+    held = make_batch(size.task, HELD_OUT, items, size.vocab, 1, device)
+    with torch.no_grad():
+        acc = accuracy(model(held.x), held) if not diverged else 0.0
+    ends: list[float] = []
+    if grads and not diverged:
+        prof = gradient_profile(model, _fc2_layers(model), lambda m: lm_loss(m(held.x), held))
+        ends = prof.norms.tolist()
+    trained = (not diverged) and final < 0.5 * chance_loss(size.vocab, size.task)
+    return TrainRun(placement, warmup, losses, final, acc, diverged, trained, ends, lr)
+
+
+def sweep_grid(size) -> tuple[list[float], list[int]]:
+    """The learning rates and warm-ups of ``size`` (by default its headline lr, 0 and warmup)."""
+    lrs = list(size.lrs) or [size.lr]
+    warmups = list(size.warmups) or [0, size.warmup]
+    if size.lr not in lrs or 0 not in warmups or size.warmup not in warmups:
+        raise ValueError("the grid must hold the headline lr, no warm-up and the headline warm-up")
+    return lrs, warmups
+
+
+def run_sweep(size, device, progress: bool = False) -> WarmupSweep:
+    """Train every cell of the grid of ``size``, Post-LN then Pre-LN. See :class:`WarmupSweep`."""
+    import torch
+
+    from ..sequence_tasks import chance_loss
+    from .scale import threads
+
+    lrs, warmups = sweep_grid(size)
+    bar = None
+    if progress:
+        import sys
+
+        # tqdm.std, not tqdm.auto: in a notebook tqdm.auto draws an ipywidget, which a static
+        # page shows as raw JSON; the text bar goes to stderr, which the book removes.
+        from tqdm.std import tqdm
+
+        total = 2 * len(lrs) * len(warmups) * size.steps
+        bar = tqdm(total=total, desc="lr x warm-up sweep", leave=False, file=sys.stderr)
+    runs = []
+    precision = torch.get_float32_matmul_precision()
+    if device.type == "cuda":
+        # TF32 matrix products: several times faster on a GPU, and a question about
+        # stability at depth does not hinge on the last mantissa bits of the products.
+        torch.set_float32_matmul_precision(CUDA_MATMUL_PRECISION)
+    try:
+        with threads(size.threads):
+            for placement in ("post", "pre"):
+                for lr in lrs:
+                    for warmup in warmups:
+                        grads = lr == size.lr  # the headline runs: their gradients after training
+                        runs.append(train_one(size, placement, lr, warmup, device, bar, grads))
+    finally:
+        torch.set_float32_matmul_precision(precision)
+    if bar is not None:
+        bar.close()
+    return WarmupSweep(
+        runs,
+        lrs,
+        warmups,
+        size.lr,
+        size.warmup,
+        size.train_depth,
+        size.train_d_model,
+        size.steps,
+        size.task,
+        chance_loss(size.vocab, size.task),
+    )
