@@ -471,6 +471,39 @@ def test_describe_difference_names_the_relation(make, phrase):
     assert diagnose.describe_difference(noise, expected) is None
 
 
+def test_generic_hints_only_where_they_apply():
+    # a scalar differs from any other by "a constant factor": that says nothing
+    assert diagnose.describe_difference(np.float64(2.0), np.float64(3.0)) is None
+
+    # the keepdims hint for a reduction's dropped axis, not for any error that says "broadcast"
+    def dropped(x):
+        return x - x.mean(axis=1)
+
+    def ellipsis(x):
+        return np.einsum("...d->d", x)
+
+    x = np.ones((4, 6))
+    with pytest.raises(compare.GradingError, match="without keepdims=True gives \\(4,\\)"):
+        compare.call(dropped, x)
+    with pytest.raises(compare.GradingError) as err:
+        compare.call(ellipsis, x)
+    assert "broadcast" in str(err.value) and "keepdims" not in str(err.value)
+
+
+def test_eps_ignored_only_for_a_result_near_some_eps():
+    from normedu.grading import qknorm
+
+    p = qknorm._probe((1, 2, 4, 6), 3)
+
+    # returns v: independent of eps, and far from the reference with any eps
+    def returns_v(q, k, v, g_q, g_k, eps=1e-6, causal=False):
+        return v.copy()
+
+    with pytest.raises(compare.GradingError) as err:
+        qknorm.check_on(returns_v, *p.args.values())
+    assert "does not match" in str(err.value) and "eps argument" not in str(err.value)
+
+
 def _ln(x, axes, gamma=None, beta=None):
     """LayerNorm-style formula written out here (independent of diagnose.normalize)."""
     mu = x.mean(axis=axes, keepdims=True)

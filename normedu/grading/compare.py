@@ -8,6 +8,8 @@ zero on a probe must not lose its points to a ``RuntimeWarning``.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -60,13 +62,27 @@ def call(
                 f"{name} is not implemented yet (it raises NotImplementedError)"
             ) from e
         except Exception as e:  # noqa: BLE001 - any failure of student code is a failed check
-            hint = ""
-            if "broadcast" in str(e):
-                hint = (
-                    " (a reduction without keepdims=True gives shape (N,) instead of (N, 1); "
-                    "keep the reduced axis so that the statistics broadcast against x)"
-                )
+            hint = _keepdims_hint(str(e))
             raise GradingError(f"{name} raised {type(e).__name__}: {e}{hint}") from e
+
+
+def _keepdims_hint(text: str) -> str:
+    """The keepdims hint, for a broadcasting error between two shapes of which one is the
+    other with one axis dropped ((4, 6) and (4,)): what a reduction without keepdims gives.
+    Any other error (an einsum's subscripts, two unrelated shapes) gets no hint."""
+    if "could not be broadcast" not in text:
+        return ""
+    shapes = [
+        tuple(int(d) for d in m.split(",") if d.strip())
+        for m in re.findall(r"\(([\d,\s]*)\)", text)
+    ]
+    for a, b in itertools.permutations(shapes, 2):
+        if len(b) == len(a) - 1 and any(a[:i] + a[i + 1 :] == b for i in range(len(a))):
+            return (
+                f" (shapes {a} and {b}: a reduction without keepdims=True gives {b}; keep the "
+                "reduced axis so that the statistics broadcast against the array)"
+            )
+    return ""
 
 
 def assert_array(value: Any, shape: tuple, what: str, finite: bool = True) -> np.ndarray:

@@ -240,6 +240,9 @@ def describe_difference(actual: Any, expected: Any) -> str | None:
             if _close(af, e.swapaxes(-1, -2)):
                 return "it is the reference with its last two axes swapped (a transpose)"
         return None
+    if e.size == 1:
+        # Any two nonzero scalars differ by "a constant factor": for one value, nothing to say.
+        return None
     with np.errstate(all="ignore"):
         if af.ndim >= 2 and af.shape[-1] == af.shape[-2] and _close(af, e.swapaxes(-1, -2)):
             return "it is the reference with its last two axes swapped (a transpose)"

@@ -40,6 +40,8 @@ ONE_NUMBER = "α is ONE scalar shared by every element, so dα is one number: su
 PER_FEATURE = "dγ and dβ have one value per feature, so sum over EVERY leading axis (for (B, T, D) input, axes 0 and 1), e.g. .reshape(-1, D).sum(axis=0), never over the last axis"
 ONE_MINUS_TANH = "the local gradient of t = tanh(u) is 1 − tanh²(u) = 1 − t², not 1 − tanh(u)"
 KEEP_DTYPE = "return every result in x's dtype, e.g. .astype(x.dtype): a NumPy float64 alpha (or a cast to float64) promotes float32 x to float64"
+OVERFLOW = "tanh computed from exp overflows for large |αx| (exp(u) is inf beyond u ≈ 710, and inf/inf is NaN): use np.tanh, or exp of a non-positive argument only, e.g. tanh(u) = sign(u)·(1 − e^(−2|u|)) / (1 + e^(−2|u|))"
+SECH_U = "the derivative of tanh is taken at u = α·x: 1 − tanh²(α·x), not 1/cosh²(x) (sech² of x)"
 SCALAR_ALPHA = "DyT learns ONE alpha shared by every feature: check np.ndim(alpha) == 0 and raise a ValueError otherwise (a vector alpha would broadcast silently)"
 
 
@@ -51,10 +53,14 @@ def _lead(p: Probe) -> tuple[int, ...]:
     return tuple(range(p.x.ndim - 1))
 
 
-def _du(p: Probe, gamma: bool = True, square: bool = True) -> np.ndarray:
-    """dL/du with u = αx: dout·γ·(1 − t²), with one piece changed."""
-    t = _t(p)
-    return p.dout * (p.gamma if gamma else 1.0) * (1.0 - (t * t if square else t))
+def _du(
+    p: Probe, gamma: bool = True, square: str = "t2", dout: bool = True, at_x: bool = False
+) -> np.ndarray:
+    """dL/du with u = αx: dout·γ·(1 − t²), with one piece changed. ``square``: "t2" the
+    right 1 − t², "t" 1 − t, "(1-t)2" (1 − t)²; ``at_x``: t = tanh(x); ``dout=False``: no dout."""
+    t = np.tanh(p.x) if at_x else _t(p)
+    local = {"t2": 1.0 - t * t, "t": 1.0 - t, "(1-t)2": (1.0 - t) ** 2}[square]
+    return (p.dout if dout else 1.0) * (p.gamma if gamma else 1.0) * local
 
 
 DYT = NormTable(
@@ -68,6 +74,8 @@ DYT = NormTable(
         ("the shift β is missing: out = γ·tanh(α·x) + β", lambda p: p.gamma * _t(p)),
         ("the scale γ is missing: out = γ·tanh(α·x) + β", lambda p: _t(p) + p.beta),
         ("γ and β are swapped: γ scales, β shifts (out = γ·tanh(α·x) + β)", lambda p: p.beta * _t(p) + p.gamma),
+        ("DyT uses the smooth tanh, not a hard tanh: np.tanh(α·x), not np.clip(α·x, -1, 1)", lambda p: p.gamma * np.clip(p.alpha * p.x, -1.0, 1.0) + p.beta),
+        ("α is used with its sign: tanh(α·x) with α as given (it may be negative), not tanh(|α|·x)", lambda p: p.gamma * np.tanh(abs(p.alpha) * p.x) + p.beta),
     ],
     backward_inputs=("dout", "x", "alpha", "gamma"),
     backward_reference=ref.dyt_backward,
@@ -80,16 +88,25 @@ DYT = NormTable(
             ("dβ = Σ dout over every leading axis (β is added as it is, ∂out/∂β = 1), not Σ dout·γ",
              lambda p: ((p.dout * _t(p)).sum(_lead(p)), (p.dout * p.gamma).sum(_lead(p)))),
             ("dβ = Σ dout over every leading axis (∂out/∂β = 1), not Σ dout·tanh(α·x): that is dγ",
-             lambda p: ((p.dout * _t(p)).sum(_lead(p)), (p.dout * _t(p)).sum(_lead(p))))]),
+             lambda p: ((p.dout * _t(p)).sum(_lead(p)), (p.dout * _t(p)).sum(_lead(p)))),
+            ("dγ = Σ dout·tanh(α·x): the tanh of α·x, as in the forward, not tanh(x)",
+             lambda p: ((p.dout * np.tanh(p.x)).sum(_lead(p)), p.dout.sum(_lead(p))))]),
         (("dalpha",), [
-            (ONE_MINUS_TANH, lambda p: np.sum(_du(p, square=False) * p.x)),
+            (ONE_MINUS_TANH, lambda p: np.sum(_du(p, square="t") * p.x)),
+            ("the local gradient of tanh is 1 − t² (one minus the SQUARE of t = tanh(α·x)), not (1 − t)²", lambda p: np.sum(_du(p, square="(1-t)2") * p.x)),
+            (SECH_U, lambda p: np.sum(_du(p, at_x=True) * p.x)),
             ("dα is missing γ: the gradient reaches t as dout·γ (out = γ·t + β), so dα = Σ dout·γ·x·(1 − t²)", lambda p: np.sum(_du(p, gamma=False) * p.x)),
             ("dα is missing the factor x: u = α·x, so ∂u/∂α = x and dα = Σ dout·γ·(1 − t²)·x", lambda p: np.sum(_du(p))),
-            ("dα is multiplied by α: ∂u/∂α = x (α is dx's factor, ∂u/∂x = α), so dα = Σ dout·γ·(1 − t²)·x", lambda p: np.sum(_du(p) * p.alpha)),
+            ("dα is multiplied by α (Σ dx·x?): dx already carries ∂u/∂x = α; dα takes ∂u/∂α = x alone, dα = Σ dout·γ·(1 − t²)·x", lambda p: np.sum(_du(p) * p.x) * p.alpha),
+            ("dα is not Σ dx: dx carries ∂u/∂x = α, dα needs ∂u/∂α = x, so dα = Σ dout·γ·(1 − t²)·x", lambda p: np.sum(_du(p) * p.alpha)),
+            ("dα is missing the upstream gradient dout: dα = Σ dout·γ·(1 − t²)·x", lambda p: np.sum(_du(p, dout=False) * p.x)),
             ("dα is a SUM over every element, not a mean", lambda p: np.mean(_du(p) * p.x)),
         ]),
         (("dx",), [
-            (ONE_MINUS_TANH, lambda p: p.alpha * _du(p, square=False)),
+            (ONE_MINUS_TANH, lambda p: p.alpha * _du(p, square="t")),
+            ("the local gradient of tanh is 1 − t² (one minus the SQUARE of t = tanh(α·x)), not (1 − t)²", lambda p: p.alpha * _du(p, square="(1-t)2")),
+            (SECH_U, lambda p: p.alpha * _du(p, at_x=True)),
+            ("dx is missing the upstream gradient dout: dx = α·dout·γ·(1 − t²)", lambda p: p.alpha * _du(p, dout=False)),
             ("dx is missing γ: the gradient reaches t as dout·γ, so dx = α·dout·γ·(1 − t²)", lambda p: p.alpha * _du(p, gamma=False)),
             ("dx is missing the chain factor ∂u/∂x = α: dx = α·dout·γ·(1 − t²)", _du),
             ("dx is multiplied by x: that is dα's factor ∂u/∂α; dx takes ∂u/∂x = α, dx = α·dout·γ·(1 − t²)", lambda p: _du(p) * p.x),
@@ -98,6 +115,7 @@ DYT = NormTable(
     affine=("gamma", "beta"),
     grad_shape_hint={"dalpha": ONE_NUMBER, "dgamma": PER_FEATURE, "dbeta": PER_FEATURE},
     keep_dtype=KEEP_DTYPE,
+    nonfinite=OVERFLOW,
 )  # fmt: skip
 
 

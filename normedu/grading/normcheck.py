@@ -8,21 +8,19 @@ the common ones). The checker does the rest the same way for every norm:
 
 - calls the student's function on copies of a :class:`Probe` (warnings silenced, the norm
   libraries blocked) and says when it modified an input, returned the wrong number of
-  results, or a result of the wrong shape or dtype;
+  results, a result of the wrong shape or dtype, or the right results in the wrong order;
 - compares with the reference; a backward also against central finite differences of the
   reference forward, always with a random upstream gradient (with an all-ones one, dx of
   any normalization is about zero and a broken backward would pass);
 - on a mismatch names, most specific first: the first matching cause of the table; eps
-  ignored (the reference re-run with other eps values, when the table has ``eps_ignored``
-  and the call an ``eps`` option); a generic relation (``relations``: another axis, another
-  order of the steps); a relation between the arrays (:func:`.diagnose.describe_difference`);
-  and, for a forward with a scale and a shift, a re-run of the student's function with γ = 1
-  and β = 0 (:func:`.diagnose.explained_by_rerun`).
+  ignored (``eps_ignored``: a result near the reference with some eps that does not move with
+  eps); right to float32's precision only (:mod:`.agreement`); a generic relation
+  (``relations``); a relation between the arrays (:func:`.diagnose.describe_difference`); a
+  re-run with γ = 1 and β = 0 (:func:`.diagnose.explained_by_rerun`).
 
 Nothing assumes ``(dx, dgamma, dbeta)`` or an eps argument: outputs and gradients are named
-by the table (DyT's ``(dx, dalpha, dgamma, dbeta)``, QK-norm's several inputs), options are
-whatever keywords the call passes (eps, momentum, causal ...). Diagnosis runs on float64
-probes only (a float32 result cannot tell variants apart at the diagnosis tolerance).
+by the table (DyT's ``(dx, dalpha, dgamma, dbeta)``), options are whatever keywords the call
+passes (eps, momentum, causal ...). Diagnosis runs on float64 probes only.
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from normedu.conventions import DEFAULT_EPS
+from normedu.grading.agreement import FLOAT32_ONLY, float32_only, near_any, wrong_order
 from normedu.grading.compare import GradingError, assert_array, call, unchanged
 from normedu.grading.diagnose import (
     Hypothesis,
@@ -131,10 +130,9 @@ class NormTable:
       out (``to_rows`` maps an array shaped like x to rows normalized over ``axes``; ``g`` is
       γ·dout shaped like x; ``center`` False: no mean term). With it, a wrong dx that no cause
       names is described in the terms of its formula (:func:`.dx_terms.describe_dx_difference`).
-    - nonfinite: for a forward whose correct result is finite for any finite input (QK-norm's
-      max-subtracted softmax): a result with NaN/inf is diagnosed against the causes (a NaN in
-      the same places is evidence too), and this message explains one that none names. None:
-      NaN/inf fail at once with the generic message (a division by zero ...).
+    - nonfinite: for a forward finite for any finite input (QK-norm's softmax, DyT's tanh): a
+      NaN/inf result is diagnosed against the causes (NaN in the same places is evidence too),
+      and this message explains one none names. None: the generic message (a division by zero).
     """
 
     inputs: tuple[str, ...]
@@ -181,7 +179,28 @@ class NormTable:
         outputs = self.grads if backward else self.outputs
         hint = self.grad_shape_hint if backward else ""
         finite = backward or self.nonfinite is None
-        return self.validate(res, probe, outputs, fn_name, hint, finite=finite)
+        try:
+            return self.validate(res, probe, outputs, fn_name, hint, finite=finite)
+        except GradingError:
+            self.check_order(res, probe, backward, fn_name)
+            raise
+
+    def reference_value(self, probe: Probe, backward: bool = False) -> Any:
+        """The reference forward's (or backward's) full result on ``probe``."""
+        names = self.backward_inputs if backward else self.inputs
+        args = {n: probe.args[n] for n in names if n in probe.args}
+        return (self.backward_reference if backward else self.reference)(**args, **probe.options)
+
+    def check_order(self, res: Any, probe: Probe, backward: bool, fn_name: str) -> None:
+        """Raise when ``res`` is the reference's tuple in another order (dalpha returned last,
+        dgamma and dbeta swapped): the values are right, only their places are not."""
+        names = [n for n, _ in (self.grads if backward else self.outputs)]
+        loose = np.asarray(probe.args[self.main]).dtype != np.float64
+        message = None
+        with contextlib.suppress(Exception), np.errstate(all="ignore"):  # no reference: no order
+            message = wrong_order(res, self.reference_value(probe, backward), names, fn_name, loose)
+        if message is not None:
+            raise GradingError(message)
 
     def validate(
         self,
@@ -302,6 +321,7 @@ class NormTable:
                 )
             except GradingError as err:
                 self._eps_fixed(err, what, student, lambda p: self.forward_value(p, item), probe)
+                self._precision(err, what, out, self.forward_value(probe, item), probe)
                 raise
 
     def _nonfinite(
@@ -337,15 +357,30 @@ class NormTable:
         other = probe.replace(eps=probe.eps + 0.5)
         try:
             with np.errstate(all="ignore"):
-                same = matches(student(other), student(probe), 1e-12, 1e-14)
+                got = student(probe)
+                same = matches(student(other), got, 1e-12, 1e-14)
                 moves = not matches(reference(other), reference(probe), 1e-9, 1e-12)
         except Exception:  # noqa: BLE001 - a failing re-run tells nothing
             return
-        if same and moves:
+        # Only a result near the reference with some eps is an eps mistake (not "no norm").
+        eps = [lambda e=e: reference(probe.replace(eps=e)) for e in (probe.eps, *OTHER_EPS)]
+        if same and moves and near_any(got, eps):
             raise GradingError(
                 f"{what} is wrong. Likely cause: {self.eps_ignored} (your result does not "
                 f"change when eps goes from {probe.eps:g} to {other.eps:g})"
             ) from None
+
+    def _precision(
+        self, err: GradingError, what: str, actual: Any, expected: Any, probe: Probe
+    ) -> None:
+        """Raise "float32 precision only" for a float64 probe whose result is right to float32's
+        precision only (:func:`.agreement.float32_only`): the right formula run in float32."""
+        if (
+            "Likely cause" not in str(err)
+            and self.diagnosable(probe)
+            and float32_only(actual, expected)
+        ):
+            raise GradingError(f"{what} is wrong. Likely cause: {FLOAT32_ONLY}") from None
 
     def _rerun(self, f: Callable, probe: Probe, item: int | None):
         if self.affine is None:
@@ -395,12 +430,12 @@ class NormTable:
         grads = grads if len(self.grads) > 1 else (grads,)
 
         def reference(p: Probe) -> tuple:
-            res = self.backward_reference(
-                **{n: p.args[n] for n in self.backward_inputs}, **p.options
-            )
+            res = self.reference_value(p, backward=True)
             return res if len(self.grads) > 1 else (res,)
 
         expected = self.numeric_gradients(probe) if numeric else reference(probe)
+        if len(self.grads) > 1 and not matches(grads, expected, rtol, atol):
+            self.check_order(grads, probe, True, getattr(b, "__name__", "your function"))
         label = probe.label(self.main) + (" (vs finite differences)" if numeric else "")
         names = [name for name, _ in self.grads]
         for group, causes in self.grad_checks:
@@ -425,6 +460,8 @@ class NormTable:
                     lambda p, index=index: _pick(reference(p), index),
                     probe,
                 )
+                self._precision(err, f"{what} {label}", _pick(grads, index),
+                                _pick(expected, index), probe)  # fmt: skip
                 how = None
                 if group == ("dx",) and "Likely cause" not in str(err):
                     how = self._describe_dx(probe, grads[index[0]], expected[index[0]])

@@ -38,6 +38,7 @@ __all__ = [
 
 OVERFLOW = "a row of your softmax is NaN/inf: with large gains the scores q̂·k̂/√Dh are huge, exp overflows to inf (or every weight of a row underflows to 0, and 0/0 is NaN). Subtract each row's max before exp: softmax(s) = exp(s − max s) / Σ exp(s − max s), with the masked positions already at −inf"
 FILL = "masked scores must be −inf (np.where(future, -np.inf, s)), not a large negative constant: with large gains the real scores fall below your constant, and the future positions get the weight"
+MULTIPLY = "the mask is applied after exp, with the max taken over the whole row, future positions included: with a large future score exp(s − max) underflows to 0 at every past position and the row is 0/0 = NaN. Mask the scores first (future at −inf), then subtract the max of what is left"
 SHAPES = "q, k and v must have one shape (B, H, T, Dh) and g_q, g_k the shape (Dh,): check the shapes and raise a ValueError (a message naming them helps whoever reads it)."
 
 
@@ -49,9 +50,11 @@ def _softmax(s: np.ndarray, axis: int = -1, naive: bool = False) -> np.ndarray:
 def _attn(
     p: Probe,
     *,
-    norm_axis: int = -1,
+    norm_axis: int | tuple[int, ...] | None = -1,
     l2: bool = False,
-    scale: bool = True,
+    center: bool = False,
+    normalize: bool = True,
+    scale: str = "sqrt_dh",
     eps_outside: bool = False,
     gain_first: bool = False,
     norm_v: bool = False,
@@ -61,11 +64,18 @@ def _attn(
     fill: float = -np.inf,
 ) -> np.ndarray:
     """QK-norm attention with one switch per mistake (correct with the defaults). ``mask``:
-    "future" (j > i set to ``fill``), "diag" (j >= i), "after" (the weights of j > i zeroed
-    after the softmax), "none"; used only with ``causal``."""
+    "future" (j > i set to ``fill``), "diag" (j >= i), "next" (j > i + 1: one future position
+    seen), "past" (j < i: the wrong triangle), "after" (the weights of j > i zeroed after the
+    softmax), "multiply" (exp of the scores minus the max over the whole row, times the lower
+    triangle), "none"; used only with ``causal``. ``scale``: "sqrt_dh", "dh", "sqrt_t",
+    "none"; ``center``: LayerNorm's centred variance; ``normalize=False``: q̂ = q·g_q."""
     eps, dh, t = p.eps, p.q.shape[-1], p.q.shape[-2]
 
     def rms(z: np.ndarray, g) -> np.ndarray:
+        if not normalize:
+            return z * g
+        if center:  # divided by the standard deviation (np.var), the numerator as given
+            return z / np.sqrt(z.var(norm_axis, keepdims=True) + eps) * g
         if gain_first:
             z = z * g
         ms = (z * z).sum(norm_axis, keepdims=True) if l2 else (z * z).mean(norm_axis, keepdims=True)
@@ -73,14 +83,18 @@ def _attn(
         return z / den if gain_first else z / den * g
 
     s = rms(p.q, p.g_q) @ np.swapaxes(rms(p.k, p.g_k), -1, -2)
-    s = s / np.sqrt(dh) if scale else s
+    s = s / {"sqrt_dh": np.sqrt(dh), "dh": dh, "sqrt_t": np.sqrt(t), "none": 1.0}[scale]
     v = rms(p.v, 1.0) if norm_v else p.v
-    if not p.causal or mask in ("none", "after"):
+    if not p.causal or mask in ("none", "after", "multiply"):
         w = _softmax(s, softmax_axis, naive)
         if p.causal and mask == "after":
             w = np.where(np.tri(t, dtype=bool), w, 0.0)
+        if p.causal and mask == "multiply":
+            w = np.exp(s - s.max(axis=-1, keepdims=True)) * np.tri(t)
+            w = w / w.sum(axis=-1, keepdims=True)
         return w @ v
-    keep = np.tri(t, k=-1 if mask == "diag" else 0, dtype=bool)
+    offset = {"future": 0, "diag": -1, "next": 1}
+    keep = ~np.tri(t, k=-1, dtype=bool) if mask == "past" else np.tri(t, k=offset[mask], dtype=bool)
     return _softmax(np.where(keep, s, fill), softmax_axis, naive) @ v
 
 
@@ -89,14 +103,22 @@ QKNORM = NormTable(
     reference=ref.qk_norm_attention,
     outputs=(("out", "q"),),
     causes=[
+        ("q and k are not normalized: q̂ = q / sqrt(mean(q², axis=-1, keepdims=True) + eps) · g_q (likewise k̂), not q · g_q", lambda p: _attn(p, normalize=False)),
         ("the RMS is taken over the head dimension Dh (the last axis), one per query and per key: mean(q², axis=-1, keepdims=True), not over the T positions (axis -2)", lambda p: _attn(p, norm_axis=-2)),
-        ("you divided by the L2 norm sqrt(Σq²); QK-norm divides by the root MEAN square sqrt(mean(q²) + ε), which is √Dh times smaller", lambda p: _attn(p, l2=True)),
-        ("the scores must be divided by √Dh: scores = q̂ k̂ᵀ / √Dh", lambda p: _attn(p, scale=False)),
+        ("the RMS is taken over the head dimension Dh alone (axis=-1), one per query and per key, not over (T, Dh) or the whole array", lambda p: _attn(p, norm_axis=(-2, -1)), lambda p: _attn(p, norm_axis=None)),
+        ("QK-norm divides by the root mean square sqrt(mean(q²) + eps), not by the standard deviation sqrt(np.var(q) + eps): np.var subtracts the mean first, as LayerNorm does", lambda p: _attn(p, center=True)),
+        ("you divided by the L2 norm sqrt(Σq²); QK-norm divides by the root MEAN square sqrt(mean(q²) + ε), which is √Dh times smaller", lambda p: _attn(p, l2=True), lambda p: _attn(p, l2=True, eps_outside=True)),
+        ("the scores must be divided by √Dh: scores = q̂ k̂ᵀ / √Dh", lambda p: _attn(p, scale="none")),
+        ("the scores are divided by √Dh, the square root of the head dimension, not by Dh itself", lambda p: _attn(p, scale="dh")),
+        ("the scores are divided by √Dh, Dh = q.shape[-1] (the head dimension), not by √T (T = q.shape[-2], the number of positions)", lambda p: _attn(p, scale="sqrt_t")),
         ("ε must be inside the square root: q / sqrt(mean(q²) + ε), not q / (rms + ε)", lambda p: _attn(p, eps_outside=True)),
         ("the gains multiply AFTER normalizing: q̂ = q / rms(q) · g_q; multiplied before, they are normalized away (partly)", lambda p: _attn(p, gain_first=True)),
         ("v is not normalized: only the queries and the keys are (out = softmax(scores) v with v as it is)", lambda p: _attn(p, norm_v=True), lambda p: _attn(p, norm_v=True, gain_first=True)),
         ("the softmax runs over the keys (the last axis of scores, axis=-1): each query's weights sum to 1, not each key's", lambda p: _attn(p, softmax_axis=-2)),
         ("the causal mask hides only the future (j > i); yours also hides the diagonal (j >= i), so query 0 sees nothing: np.triu(..., k=1), or np.tri(T) for the positions kept", lambda p: _attn(p, mask="diag"), lambda p: _attn(p, mask="diag", fill=-1e9)),
+        ("the causal mask is off by one: query i sees i + 1 too; mask every j > i (np.triu(..., k=1)), keep j ≤ i (np.tri(T))", lambda p: _attn(p, mask="next")),
+        ("the wrong triangle is masked: query i must see the past j ≤ i and not the future j > i (mask np.triu(..., k=1), not np.tril)", lambda p: _attn(p, mask="past")),
+        (MULTIPLY, lambda p: _attn(p, mask="multiply")),
         ("the mask must be applied to the scores before the softmax (future scores at −inf): zeroing weights after the softmax leaves rows that no longer sum to 1", lambda p: _attn(p, mask="after")),
         ("with causal=True, query i must give weight exactly 0 to every later position j > i: mask the scores with −inf above the diagonal", lambda p: _attn(p, mask="none")),
         (FILL, lambda p: _attn(p, fill=-1e9)),
@@ -170,14 +192,15 @@ def _anti_aligned(seed: int, gain: float) -> Probe:
 
 def check_causal(f: Callable) -> None:
     """causal=True: each query attends to itself and the earlier positions only, at two
-    shapes; then with gains of 1e5 and keys opposite to the queries, so that every real score
-    is about −4e10 (a mask must be −inf, not a large negative constant)."""
+    shapes; then with gains of 1e16 and keys opposite to the queries, so that every real score
+    is about −4e32, below any large negative constant a mask might use (−1e9, −1e30): the
+    contract is weight exactly 0 for ANY finite scores, so the mask must be −inf."""
     QKNORM.check_forward(f, _probe((2, 3, 5, 8), 7, causal=True))
     QKNORM.check_forward(f, _probe((1, 2, 6, 4), 8, causal=True, eps=0.3))
     QKNORM.check_forward(
         f,
-        _anti_aligned(9, 1e5),
-        what="out with causal=True, gains 1e5 and keys opposite to the queries",
+        _anti_aligned(9, 1e16),
+        what="out with causal=True, gains 1e16 and keys opposite to the queries",
     )
 
 

@@ -31,6 +31,12 @@ MISTAKES = [
     _m("dyt", _B, "dbeta multiplied by gamma", "not Σ dout·γ", ("dbeta = dout.sum(axis=lead)", "dbeta = (dout * gamma).sum(axis=lead)")),
     _m("dyt", _B, "dbeta averaged", "not means", ("dbeta = dout.sum(axis=lead)", "dbeta = dout.mean(axis=lead)")),
     _m("dyt", _B, "gradients returned in float64", "x's dtype", ("dtype = x.dtype", "dtype = np.dtype(np.float64)")),
+    _m("dyt", _F, "tanh from exp (overflows)", "tanh computed from exp overflows", (_OUT, "e, f = np.exp(alpha * x), np.exp(-alpha * x)\n    out = gamma * (e - f) / (e + f) + beta")),
+    _m("dyt", _F, "hard tanh (clip)", "not a hard tanh", (_OUT, "out = gamma * np.clip(alpha * x, -1, 1) + beta")),
+    _m("dyt", _F, "computes in float32", "float32 precision only", (_OUT, "out = gamma.astype(np.float32) * np.tanh(np.float32(alpha) * x.astype(np.float32)) + beta.astype(np.float32)")),
+    _m("dyt", _B, "dalpha returned last", "in the wrong order", ("return dx.astype(dtype), dtype.type(dalpha), dgamma.astype(dtype), dbeta.astype(dtype)", "return dx.astype(dtype), dgamma.astype(dtype), dbeta.astype(dtype), dtype.type(dalpha)")),
+    _m("dyt", _B, "dalpha as the sum of dx", "not Σ dx", ("dalpha = np.sum(du * x)", "dalpha = np.sum(dx)")),
+    _m("dyt", _B, "(1 - t) squared instead of 1 - t squared", "not (1 − t)²", ("du = dt * (1 - t ** 2)", "du = dt * (1 - t) ** 2")),
 ]  # fmt: skip
 
 SHORTCUTS = [

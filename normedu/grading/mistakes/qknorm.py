@@ -7,6 +7,7 @@ from normedu.grading.mistakes.mistake import shortcut as _s
 _A = "qk_norm_attention"
 _MS = "np.mean(z ** 2, axis=-1, keepdims=True)"
 _RMS = "return z / np.sqrt(np.mean(z ** 2, axis=-1, keepdims=True) + eps) * g"
+_FUTURE = "future = np.triu(np.ones((T, T), dtype=bool), k=1)"
 _SHAPE_CHECK = """    if not q.shape == k.shape == v.shape:
         raise ValueError(f"q, k and v must have one shape, got {q.shape}, {k.shape}, {v.shape}")
 """
@@ -25,6 +26,13 @@ MISTAKES = [
     _m("qknorm", _A, "returns float64 for float32 input", "q's dtype", ("(weights @ v).astype(q.dtype, copy=False)", "weights @ v")),
     _m("qknorm", _A, "eps hard-coded", "eps argument", (_RMS, "return z / np.sqrt(np.mean(z ** 2, axis=-1, keepdims=True) + 1e-6) * g")),
     _m("qknorm", _A, "no check that q, k and v have one shape", "ValueError", (_SHAPE_CHECK, "")),
+    _m("qknorm", _A, "no normalization of q and k", "not normalized", (_RMS, "return z * g")),
+    _m("qknorm", _A, "standard deviation (np.var) instead of RMS", "not by the standard deviation", (_MS, "np.var(z, axis=-1, keepdims=True)")),
+    _m("qknorm", _A, "causal mask off by one", "off by one", ("k=1)", "k=2)")),
+    _m("qknorm", _A, "causal mask on the wrong triangle", "wrong triangle", (_FUTURE, "future = np.tril(np.ones((T, T), dtype=bool), k=-1)")),
+    _m("qknorm", _A, "causal mask with -1e30", "not a large negative constant", ("-np.inf", "-1e30")),
+    _m("qknorm", _A, "mask multiplied after exp (max over the whole row)", "mask is applied after exp", ("scores = np.where(future, -np.inf, scores)", "pass"), ("    weights = np.exp(scores)\n", "    weights = np.exp(scores)\n    if causal:\n        weights = weights * ~future\n")),
+    _m("qknorm", _A, "scipy.special.softmax", "write the stable softmax yourself", ("    scores = scores - scores.max(axis=-1, keepdims=True)\n    weights = np.exp(scores)\n    weights = weights / weights.sum(axis=-1, keepdims=True)\n", "    from scipy.special import softmax\n\n    weights = softmax(scores, axis=-1)\n")),
 ]  # fmt: skip
 
 SHORTCUTS = [
