@@ -5,6 +5,10 @@ is followed by an honest one in the same worker.
 Each attack hand-in leaves its answers as the stubs: its right grade is 0 whatever it does to
 the grading machinery. Each honest hand-in is the instructor's solution: 12 of 12, whatever
 was graded before it. Grades are checked against those two facts, not a previous run.
+
+These attacks are graded with the answer policy off (:mod:`normedu.course.policy` would stop
+each before it runs): the layers beneath it are what they test. The shortcuts at the end of
+the file (answers that do no work and get past the in-kernel guard) are graded with it on.
 """
 
 from __future__ import annotations
@@ -132,7 +136,11 @@ def graded(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(tmp))
         mp.setattr(tempfile, "tempdir", str(tmp))
-        report = autograde(course, "layernorm", jobs=1, cell_timeout=20, wall_timeout=120)
+        # The answer policy would refuse every attack here before it runs (each imports or
+        # reaches what no answer needs): off, so that the layers beneath it are what is tested.
+        report = autograde(
+            course, "layernorm", jobs=1, cell_timeout=20, wall_timeout=120, answer_policy=False
+        )
     listener.close()
     text = to_csv(course, "layernorm")
     table = {row["student"]: row for row in csv.DictReader(io.StringIO(text))}
@@ -241,6 +249,7 @@ def test_a_worker_that_dies_anyway_has_its_submissions_graded_again(graded):
         force=True,
         cell_timeout=20,
         wall_timeout=120,
+        answer_policy=False,  # the slow hand-in starts a process (see the fixture)
     )
     thread.join()
     assert killed

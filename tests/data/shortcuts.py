@@ -123,7 +123,9 @@ def layernorm_backward(dout, x, gamma, eps=1e-5):
 
 
 def _ln(source: str) -> dict[str, str]:
-    return {g: source for g in ("layernorm_forward", "layernorm_backward_staged", "layernorm_backward")}
+    return {
+        g: source for g in ("layernorm_forward", "layernorm_backward_staged", "layernorm_backward")
+    }
 
 
 #: {name: (construct the policy names, {assignment: {grade_id: source}})}
@@ -132,6 +134,9 @@ SHORTCUTS = {
     "string_import": ("__import__", {"layernorm": _ln(_LN_STRING_IMPORT)}),
     "guard_patch": ("contextlib", {"layernorm": _ln(_LN_GUARD_PATCH)}),
     "torch_dict": ("__import__", {"layernorm": _ln(_LN_TORCH_DICT)}),
-    "dyt_dict_ref": ("normedu.functional", {"dyt": {"dyt_forward": _DYT_DICT_REF, "dyt_backward": _DYT_DICT_REF}}),
+    "dyt_dict_ref": (
+        "normedu.functional",
+        {"dyt": {"dyt_forward": _DYT_DICT_REF, "dyt_backward": _DYT_DICT_REF}},
+    ),
     "course_name": ("grade", {"layernorm": {"layernorm_backward": _LN_COURSE_NAME}}),
 }
