@@ -4,6 +4,7 @@ answer cells and every independently written correct answer pass it; each shortc
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from data.correct import VARIANTS as CORRECT_VARIANTS
 from data.shortcuts import SHORTCUTS
 
 from normedu.course import policy
+from normedu.grading import mistakes
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
@@ -19,6 +21,11 @@ SOLUTIONS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
 
 def _solution(assignment: str) -> Path:
     return REPO / "solutions" / assignment / f"{assignment}.ipynb"
+
+
+@functools.cache
+def _allowed(assignment: str) -> frozenset[str]:
+    return policy.allowed_modules(_solution(assignment))
 
 
 def _course_names(assignment: str, allowed) -> frozenset[str]:
@@ -42,6 +49,23 @@ def test_the_solution_and_every_correct_answer_pass_the_policy(assignment):
     assert answers
     refused = {k: policy.violations(s, allowed, names) for k, s in answers.items()}
     assert {k: v for k, v in refused.items() if v} == {}
+
+
+def test_every_catalogued_edit_of_a_solution_passes_the_policy():
+    # Wrong but honest answers are graded on their maths, not refused (the catalog's
+    # SHORTCUTS, and the few mistakes that replace the whole cell, call libraries).
+    found = {}
+    for m in mistakes.CATALOG:
+        if m.replacement is not None:
+            continue
+        nb = json.loads(_solution(m.assignment).read_text())
+        (cell,) = [
+            "".join(c["source"])
+            for c in nb["cells"]
+            if c["metadata"].get("nbgrader", {}).get("grade_id") == m.cell
+        ]
+        found[m.assignment, m.name] = policy.violations(m.source(cell), _allowed(m.assignment))
+    assert found and {k: v for k, v in found.items() if v} == {}
 
 
 def test_the_allow_list_is_the_solution_s_imports_and_the_math_modules():
@@ -74,6 +98,8 @@ def test_each_shortcut_is_refused_naming_its_construct(name):
         ("y = Out[3]", "Out"),
         ("from operator import attrgetter", "attrgetter"),
         ("x = np.load('f.npy', allow_pickle=True)", "load"),
+        ("import numpy.ctypeslib", "ctypeslib"),
+        ("g = (x for x in [1]).gi_frame.f_back", "gi_frame"),
     ],
 )
 def test_the_constructs_no_answer_needs_are_refused(source, construct):

@@ -7,7 +7,9 @@ The pipeline, per run:
    notebook)``; deleted or edited test cells set the ``tampered`` flag.
 2. **Sanitize** it with nbgrader's own preprocessors (``ClearOutput``, ``DeduplicateIds``,
    ``OverwriteKernelspec``, ``OverwriteCells`` with ``add_missing_cells``, ``CheckCellMetadata``):
-   test cells are restored from the gradebook, hidden tests included.
+   test cells are restored from the gradebook, hidden tests included. Then the **answer
+   policy** (:mod:`.policy`), on the text: a cell the student wrote that imports or reaches
+   what no answer needs runs as a stub that says why, and the hand-in is flagged ``tampered``.
 3. **Execute** it in a worker process (:mod:`.worker`), up to ``jobs`` at a time. The kernel
    runs in the sandbox of :mod:`.sandbox`: a fresh working directory outside the course that
    holds only the student's notebook, a memory cap, a per-cell timeout and a per-submission

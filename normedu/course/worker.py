@@ -12,6 +12,10 @@ single job. Each job names two files the worker writes:
 - ``result``: ``{"timed_out", "timeout_cells", "dead_kernel_cell", "not_run", "wall_s",
   "landlock"}``.
 
+A job's ``replace`` (``{cell index: source}``) holds the stubs of the cells the answer policy
+refused (:mod:`.policy`): the kernel runs the stub in that cell's place, and the executed
+notebook keeps the student's source.
+
 The worker never opens the gradebook and never runs student code itself: the kernel does,
 in its own working copy (see :mod:`normedu.course.sandbox`). The worker is a child
 subreaper, so whatever the kernel forks ends up as the worker's descendant and is killed
