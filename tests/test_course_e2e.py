@@ -43,6 +43,9 @@ pytestmark = [
 SLEEPER = str(40000 + os.getpid() % 10000)
 # Per-cell time limit: long enough for a cell to import numpy on a busy 2-core machine.
 CELL_S = 6
+#: These tests test the sandbox: the answer policy (normedu.course.policy) would refuse the
+#: hostile kinds' code before it runs, so they grade with it off.
+SANDBOX = {"answer_policy": False}
 KINDS = {
     "ok": "correct",
     "partial": "partial",
@@ -128,7 +131,7 @@ def graded(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(tmp))
         mp.setattr(tempfile, "tempdir", str(tmp))
-        report = autograde(course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60)
+        report = autograde(course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60, **SANDBOX)
     leftover = sorted(p.name for p in tmp.iterdir())
     text = to_csv(course, "demo")
     return SimpleNamespace(
@@ -350,7 +353,7 @@ def test_parallel_grades_equal_sequential_grades(graded, tmp_path):
         shutil.copytree(graded.course.root / folder, course.root / folder)
     shutil.copy(graded.base / "pristine.db", course.db_path)
     collect(course, "demo", graded.inbox)
-    report = autograde(course, "demo", jobs=1, cell_timeout=CELL_S, wall_timeout=60)
+    report = autograde(course, "demo", jobs=1, cell_timeout=CELL_S, wall_timeout=60, **SANDBOX)
     assert report.jobs == 1
 
     def grades(text):  # the collection time is when collect ran, not a grade
@@ -370,6 +373,7 @@ def test_landlock_off_relative_paths_still_miss_the_course(graded):
         landlock="off",
         cell_timeout=CELL_S,
         wall_timeout=60,
+        **SANDBOX,
     )
     assert report.graded == ["hostile_rel"] and "no Landlock" in report.sandbox
     assert _tree_hash(*graded.protected) == graded.before
@@ -399,7 +403,9 @@ def test_cli_export_and_release_check(graded, tmp_path):
 
 def test_rerun_is_idempotent_and_late_submissions_are_added_alone(graded):
     # Keep this test last in the file: it adds a student to the shared course.
-    again = autograde(graded.course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60)
+    again = autograde(
+        graded.course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60, **SANDBOX
+    )
     assert again.graded == [] and sorted(again.skipped) == sorted(graded.table)
     assert to_csv(graded.course, "demo") == graded.csv
     src = nbformat.read(graded.course.source_dir("demo") / "demo.ipynb", as_version=4)
@@ -408,7 +414,7 @@ def test_rerun_is_idempotent_and_late_submissions_are_added_alone(graded):
     collected, _ = collect(graded.course, "demo", graded.inbox)
     actions = {c.student: c.action for c in collected}
     assert actions.pop("late") == "new" and set(actions.values()) == {"unchanged"}
-    late = autograde(graded.course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60)
+    late = autograde(graded.course, "demo", jobs=2, cell_timeout=CELL_S, wall_timeout=60, **SANDBOX)
     assert late.graded == ["late"]
     table = _table(to_csv(graded.course, "demo"))
     assert table.pop("late")["score"] == "3"

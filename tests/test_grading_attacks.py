@@ -5,10 +5,15 @@ is followed by an honest one in the same worker.
 Each attack hand-in leaves its answers as the stubs: its right grade is 0 whatever it does to
 the grading machinery. Each honest hand-in is the instructor's solution: 12 of 12, whatever
 was graded before it. Grades are checked against those two facts, not a previous run.
+
+These attacks are graded with the answer policy off (:mod:`normedu.course.policy` would stop
+each before it runs): the layers beneath it are what they test. The shortcuts at the end of
+the file (answers that do no work and get past the in-kernel guard) are graded with it on.
 """
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import os
@@ -22,6 +27,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from data.shortcuts import SHORTCUTS
 
 from normedu.course import status as st
 from normedu.course.autograde import autograde
@@ -130,7 +136,11 @@ def graded(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(tmp))
         mp.setattr(tempfile, "tempdir", str(tmp))
-        report = autograde(course, "layernorm", jobs=1, cell_timeout=20, wall_timeout=120)
+        # The answer policy would refuse every attack here before it runs (each imports or
+        # reaches what no answer needs): off, so that the layers beneath it are what is tested.
+        report = autograde(
+            course, "layernorm", jobs=1, cell_timeout=20, wall_timeout=120, answer_policy=False
+        )
     listener.close()
     text = to_csv(course, "layernorm")
     table = {row["student"]: row for row in csv.DictReader(io.StringIO(text))}
@@ -239,6 +249,7 @@ def test_a_worker_that_dies_anyway_has_its_submissions_graded_again(graded):
         force=True,
         cell_timeout=20,
         wall_timeout=120,
+        answer_policy=False,  # the slow hand-in starts a process (see the fixture)
     )
     thread.join()
     assert killed
@@ -247,3 +258,73 @@ def test_a_worker_that_dies_anyway_has_its_submissions_graded_again(graded):
     table = {r["student"]: r for r in csv.DictReader(io.StringIO(to_csv(course, "layernorm")))}
     assert table["e1_kill_parent"]["score"] == table["e2_honest"]["score"] == FULL
     test_nothing_outlives_the_run(graded)
+
+
+# -- shortcuts past the in-kernel guard (the answer policy, :mod:`normedu.course.policy`) ------
+#: Full marks of dyt's hand-in (as FULL is layernorm's).
+DYT_FULL = "11"
+
+
+def _filled(release_nb, answers: dict[str, str]):
+    nb = nbformat.from_dict(copy.deepcopy(release_nb))
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and meta.get("grade_id") in answers:
+            cell.source = answers[meta["grade_id"]]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def shortcuts(tmp_path_factory):
+    """Each shortcut of :data:`data.shortcuts.SHORTCUTS` handed in as one student's answers,
+    beside an honest hand-in: one autograde run per assignment (layernorm, dyt), with the
+    answer policy on, as an instructor grades."""
+    base = tmp_path_factory.mktemp("shortcuts")
+    course = Course(root=base / "course")
+    tables = {}
+    for assignment in ("layernorm", "dyt"):
+        shutil.copytree(REPO / "solutions" / assignment, course.source_dir(assignment))
+        release(course, [assignment])
+        src = nbformat.read(course.source_dir(assignment) / f"{assignment}.ipynb", as_version=4)
+        rel = nbformat.read(course.release_dir(assignment) / f"{assignment}.ipynb", as_version=4)
+        inbox = base / f"inbox-{assignment}"
+        write_submission(inbox / "z_honest.ipynb", submission(src, rel, "correct"))
+        for name, (_, answers) in SHORTCUTS.items():
+            if assignment in answers:
+                write_submission(inbox / f"{name}.ipynb", _filled(rel, answers[assignment]))
+        collect(course, assignment, inbox)
+        autograde(course, assignment, jobs=1, cell_timeout=30, wall_timeout=120)
+        text = to_csv(course, assignment)
+        tables[assignment] = {r["student"]: r for r in csv.DictReader(io.StringIO(text))}
+    return SimpleNamespace(course=course, tables=tables)
+
+
+@pytest.mark.parametrize(
+    "assignment,student",
+    [(a, name) for name, (_, answers) in SHORTCUTS.items() for a in answers],
+)
+def test_a_shortcut_past_the_kernel_guard_scores_nothing_and_is_flagged(
+    shortcuts, assignment, student
+):
+    row = shortcuts.tables[assignment][student]
+    construct = SHORTCUTS[student][0]
+    assert row["score"] == "0" and row["tampered"] == "yes", row
+    assert "answer policy" in row["notes"] and f"`{construct}`" in row["notes"], row
+
+
+@pytest.mark.parametrize("assignment,full", [("layernorm", FULL), ("dyt", DYT_FULL)])
+def test_an_honest_hand_in_beside_the_shortcuts_keeps_its_full_grade(shortcuts, assignment, full):
+    row = shortcuts.tables[assignment]["z_honest"]
+    assert (row["status"], row["score"], row["tampered"]) == (st.PASSED, full, "no"), row
+
+
+def test_the_feedback_names_the_construct_and_its_line(shortcuts):
+    path = shortcuts.course.autograded_dir("string_import", "layernorm") / "layernorm.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    # The student's code is kept in the graded notebook; what ran in its place raised.
+    assert "__import__(" in answer.source
+    assert any("line 2: `__import__`" in o.evalue for o in answer.outputs), answer.outputs
+    tests = [o for o in errors if "line 2: `__import__`" in o.evalue]
+    assert len(tests) > 1, errors

@@ -7,7 +7,9 @@ The pipeline, per run:
    notebook)``; deleted or edited test cells set the ``tampered`` flag.
 2. **Sanitize** it with nbgrader's own preprocessors (``ClearOutput``, ``DeduplicateIds``,
    ``OverwriteKernelspec``, ``OverwriteCells`` with ``add_missing_cells``, ``CheckCellMetadata``):
-   test cells are restored from the gradebook, hidden tests included.
+   test cells are restored from the gradebook, hidden tests included. Then the **answer
+   policy** (:mod:`.policy`), on the text: a cell the student wrote that imports or reaches
+   what no answer needs runs as a stub that says why, and the hand-in is flagged ``tampered``.
 3. **Execute** it in a worker process (:mod:`.worker`), up to ``jobs`` at a time. The kernel
    runs in the sandbox of :mod:`.sandbox`: a fresh working directory outside the course that
    holds only the student's notebook, a memory cap, a per-cell timeout and a per-submission
@@ -130,6 +132,8 @@ class _Run:
     progress: bool
     report: AutogradeReport
     t0: float
+    #: refuse answers that use what no answer needs (:mod:`.policy`)
+    answer_policy: bool = True
 
 
 #: Heavy modules a kernel's zygote may import ahead when the assignment's notebook uses them,
@@ -194,6 +198,7 @@ def autograde(
     landlock: str = "auto",
     allow_network: bool = False,
     progress: bool = False,
+    answer_policy: bool = True,
 ) -> AutogradeReport:
     """Grade the submissions of ``assignment`` in ``submitted/`` (see the module docstring).
 
@@ -202,7 +207,9 @@ def autograde(
     per cell / per submission; ``memory_mb``: the kernel's address-space cap (0: none);
     ``landlock``: ``auto`` (use it when available), ``on`` (required) or ``off``;
     ``allow_network``: grade even where kernels cannot get a network namespace of their own
-    (otherwise :class:`NetworkIsolationError`, before anything runs).
+    (otherwise :class:`NetworkIsolationError`, before anything runs); ``answer_policy``:
+    refuse answer cells that import or reach what no answer needs (:mod:`.policy`); False
+    only to test the layers beneath it.
     """
     limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock, allow_network)
     if not allow_network:
@@ -244,7 +251,20 @@ def autograde(
     report = AutogradeReport(
         assignment, jobs=jobs, sandbox=describe_sandbox(landlock, allow_network)
     )
-    run = _Run(course, work, assignment, notebook, base, limits, jobs, force, progress, report, t0)
+    run = _Run(
+        course,
+        work,
+        assignment,
+        notebook,
+        base,
+        limits,
+        jobs,
+        force,
+        progress,
+        report,
+        t0,
+        answer_policy,
+    )
     try:
         with gradebook.working_copy(course.db_path, work.db_path):
             return _grade(run, everyone)
@@ -294,6 +314,23 @@ class _Stages:
             "preload": list(preloads(course, assignment, notebook)),
             "network": run.limits.allow_network,
         }
+        self.policy = self._policy() if run.answer_policy else None
+
+    def _policy(self) -> tuple[frozenset[str], set[str]] | None:
+        """The answer policy's allow-list and the course's own cells (:mod:`.policy`), from
+        the solution notebook (else the release); None where the course has neither."""
+        import nbformat
+
+        from .policy import allowed_modules, course_sources
+
+        run = self.run
+        source = run.course.source_dir(run.assignment) / f"{run.notebook}.ipynb"
+        release = run.course.release_dir(run.assignment) / f"{run.notebook}.ipynb"
+        known = [p for p in (source, release) if p.exists()]
+        if not known:
+            return None
+        notebooks = [nbformat.read(p, as_version=4) for p in known]
+        return allowed_modules(known[0]), course_sources(*notebooks)
 
     def release_notebook(self):
         """The released notebook (None where ``exercises/`` lacks it), read once."""
@@ -356,6 +393,15 @@ class _Stages:
                 student, run.assignment, status, tampered=None, notes=[*notes, problem], sha256=sha
             )
             return None
+        # What the policy refuses runs as a stub that says why (the worker swaps it in).
+        replace_cells = {}
+        if self.policy is not None:
+            from .policy import police, stub
+
+            refused = police(clean, *self.policy)
+            for index, sentence in refused.items():
+                replace_cells[str(index)] = stub(clean.cells[index].source, sentence)
+                tampered = [*tampered, f"answer policy: {sentence}"]
         job_dir = run.base / f"job-{uuid.uuid4().hex[:12]}"
         job_dir.mkdir()
         (self.executed_root / student).mkdir(parents=True)
@@ -368,6 +414,7 @@ class _Stages:
             "cell_timeout": run.limits.cell_timeout,
             "wall_timeout": run.limits.wall_timeout,
             "tests": self.tests,
+            "replace": replace_cells,
             **self.kernel,
         }
         return Job(student, job_dir, spec, tampered, notes, sha, untouched(nb, self.expected), long)

@@ -22,8 +22,13 @@ functions return. The kernel still runs every test cell too, so that the noteboo
 the student's view are as they were; its outputs no longer score.
 
 The anti-shortcut guard needs the function object, which stays in the kernel: for a proxy,
-:func:`normedu.grading.guard.find_shortcuts` asks the kernel (:func:`.plain.shortcuts`). That
-one check is only as strong as the student's process is honest.
+:func:`normedu.grading.guard.find_shortcuts` asks the kernel (:func:`.plain.shortcuts`), whose
+answer is only as strong as the student's process is honest. So it does not decide alone:
+the answer policy (:mod:`.policy`) refuses, from the hand-in's text and before anything of it
+runs, answer code that imports or reaches what no answer needs (a library's module, a module
+named by a string, the guard itself); a refused cell never runs. The kernel's findings can
+then only take points away (they are what a student sees while working), where the policy
+allows what the guard looks for (torch in the torch assignments) they remain the check.
 """
 
 from __future__ import annotations

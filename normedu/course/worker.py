@@ -12,6 +12,10 @@ single job. Each job names two files the worker writes:
 - ``result``: ``{"timed_out", "timeout_cells", "dead_kernel_cell", "not_run", "wall_s",
   "landlock"}``.
 
+A job's ``replace`` (``{cell index: source}``) holds the stubs of the cells the answer policy
+refused (:mod:`.policy`): the kernel runs the stub in that cell's place, and the executed
+notebook keeps the student's source.
+
 The worker never opens the gradebook and never runs student code itself: the kernel does,
 in its own working copy (see :mod:`normedu.course.sandbox`). The worker is a child
 subreaper, so whatever the kernel forks ends up as the worker's descendant and is killed
@@ -161,6 +165,7 @@ async def _execute_cells(client, nb, state: dict) -> None:
     from .trusted import check_cell
 
     tests = state.get("tests") or {}
+    replace = state.get("replace") or {}
     async with client.async_setup_kernel():
         count = 0
         for index, cell in enumerate(nb.cells):
@@ -169,7 +174,13 @@ async def _execute_cells(client, nb, state: dict) -> None:
             state["next"] = index
             client._current_index = index
             count += 1
-            await client.async_execute_cell(cell, index, execution_count=count)
+            # A cell the answer policy refused runs as its stub; the notebook keeps the code.
+            original = cell.source
+            cell.source = replace.get(str(index), original)
+            try:
+                await client.async_execute_cell(cell, index, execution_count=count)
+            finally:
+                cell.source = original
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             # The grade is decided on the trusted side (a cell timed out in the kernel stays 0).
             if grade_id in tests and index not in state["timeout_cells"]:
@@ -297,7 +308,12 @@ def run_job(job: dict, spare: Spare | None = None, keep: Iterable[int] = (), zyg
         km = _kernel_manager(settings, workdir, zygote)
     # The working copy: the student's notebook and nothing else of the course.
     shutil.copy(job["notebook"], workdir / Path(job["notebook"]).name)
-    state: dict = {"next": 0, "timeout_cells": [], "tests": job.get("tests")}
+    state: dict = {
+        "next": 0,
+        "timeout_cells": [],
+        "tests": job.get("tests"),
+        "replace": job.get("replace"),
+    }
     timed_out = False
     dead_cell = None
     reason = None
