@@ -86,7 +86,8 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         "1e-6",
         cite("gemma2_2024") + "; " + cite("gemma_pytorch_config", where="gemma/config.py"),
         "the 9B and 27B configurations: use_pre_ffw_norm and use_post_ffw_norm, rms_norm_eps "
-        "1e-6; attention logits soft-capped at 50 instead of a QK-norm",
+        "1e-6; attention logits soft-capped at 50 (squashed as 50·tanh(s/50), so that none exceeds "
+        "50) instead of a QK-norm",
     ),
     (
         "gemma3",
@@ -100,10 +101,9 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         + cite("gemma_jax_transformer", where="gemma/transformer.py")
         + "; "
         + cite("gemma_jax_layers", where="gemma/gm/nn/_layers.py"),
-        "the report: QK-norm replaces Gemma 2's soft-capping (a cap that squashes the "
-        "attention logits with tanh), pre- and post-norms kept. Google DeepMind's reference "
-        "code: the gemma3 configurations set use_post_attn_norm, use_post_ffw_norm and "
-        "use_qk_norm True and attn_logits_soft_cap None; its RMSNorm fixes eps at 1e-06 "
+        "the report: QK-norm replaces Gemma 2's soft-capping, pre- and post-norms kept. "
+        "Google DeepMind's reference code: the gemma3 configurations set use_post_attn_norm, "
+        "use_post_ffw_norm and use_qk_norm True and attn_logits_soft_cap None; its RMSNorm fixes eps at 1e-06 "
         "(rsqrt(var + 1e-06)), with no configuration field",
     ),
     (
