@@ -103,8 +103,8 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         + cite("gemma_jax_layers", where="gemma/gm/nn/_layers.py"),
         "the report: QK-norm replaces Gemma 2's soft-capping, pre- and post-norms kept. "
         "Google DeepMind's reference code: the gemma3 configurations set use_post_attn_norm, "
-        "use_post_ffw_norm and use_qk_norm True and attn_logits_soft_cap None; its RMSNorm fixes eps at 1e-06 "
-        "(rsqrt(var + 1e-06)), with no configuration field",
+        "use_post_ffw_norm and use_qk_norm True and attn_logits_soft_cap None; its RMSNorm "
+        "fixes eps at 1e-06 (rsqrt(var + 1e-06)), with no configuration field",
     ),
     (
         "olmo2",
