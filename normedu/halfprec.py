@@ -1,23 +1,26 @@
 """A norm's statistics computed in a low-precision type: why kernels keep them in float32.
 
-Three ways to compute the (biased) variance of a row ``x`` of n numbers, each of them keeping
-every statistic it forms (sums, means, running states) **in the dtype it is given**
-(``torch.float16``, ``torch.bfloat16``, ``torch.float32``): each torch operation on such a
-tensor rounds its result to that dtype, as a kernel storing its state in it would.
+Ways to compute the (biased) variance of a row ``x`` of n numbers in the dtype it is given
+(``torch.float16``, ``torch.bfloat16``, ``torch.float32``). They differ in where they add up:
 
 - :func:`one_pass`: ``E[x^2] - E[x]^2``, one sweep over the data; cancels catastrophically
-  when the mean is large against the spread.
-- :func:`two_pass`: the mean first, then ``E[(x - mean)^2]``; a second sweep.
+  when the mean is large against the spread. Its two means are torch reductions.
+- :func:`two_pass`: the mean first, then ``E[(x - mean)^2]``; a second sweep. Its two means
+  are torch reductions.
+- :func:`two_pass_chunked`: the same two sweeps, with running sums over chunks of the row
+  **stored in the dtype** after every element, as :func:`welford_chan`'s state is.
 - :func:`welford_chan`: Welford's running mean and sum of squared deviations over chunks of
   the row (one sweep; what a thread of a GPU kernel keeps), the chunks' states then merged
-  pairwise with Chan et al.'s formula (what the threads of a block do).
+  pairwise with Chan et al.'s formula (what the threads of a block do); every state stored
+  in the dtype (or ``m2`` in ``m2_dtype``).
 
 :func:`sum_of_squares` shows the other failure, float16's overflow: 65504 is its largest
 finite value, so a sum of squares of a few thousand moderate numbers is infinite.
 
 Torch's own reductions (``sum``, ``mean``) accumulate in float32 internally even for float16
-and bfloat16 tensors and round only their result, so the errors measured here come from the
-statistics being *stored* in the dtype, not from the accumulation inside one reduction.
+and bfloat16 tensors and round only their result: :func:`one_pass` and :func:`two_pass`
+therefore get a float32 accumulator for free, while :func:`two_pass_chunked` and
+:func:`welford_chan` round their running state to the dtype at every element.
 """
 
 from __future__ import annotations
@@ -35,9 +38,14 @@ __all__ = [
     "PrecisionResult",
     "one_pass",
     "two_pass",
+    "two_pass_chunked",
     "welford_chan",
     "sum_of_squares",
+    "overflow_row",
     "precision_errors",
+    "FLOAT32_STATS",
+    "WELFORD_FLOAT32",
+    "WELFORD_M2_FLOAT32",
 ]
 
 #: The dtypes compared, by name.
@@ -69,40 +77,81 @@ def two_pass(x: Tensor) -> Tensor:
     return (d * d).mean()
 
 
-def welford_chan(x: Tensor, chunks: int = 32) -> Tensor:
+def _chunk_check(x: Tensor, chunks: int) -> Tensor:
+    n = x.numel()
+    if chunks < 1 or chunks & (chunks - 1) or n % chunks:
+        raise ValueError(f"chunks must be a power of 2 dividing n={n}, got {chunks}")
+    return x.view(n // chunks, chunks)  # column c is chunk c
+
+
+def _chunked_mean(cols: Tensor) -> Tensor:
+    """Mean of (rows, chunks) ``cols``: a running sum per chunk stored in ``cols.dtype``
+    after every row, then the chunks' means averaged pairwise, in that dtype too."""
+    s = torch.zeros(cols.shape[1], dtype=cols.dtype)
+    for row in cols:
+        s = s + row
+    m = s / cols.shape[0]
+    while m.numel() > 1:
+        m = (m[0::2] + m[1::2]) / 2
+    return m[0]
+
+
+def two_pass_chunked(x: Tensor, chunks: int = 32) -> Tensor:
+    """:func:`two_pass` with its sums over ``chunks`` interleaved chunks kept as running
+    sums **in** ``x.dtype`` (rounded after every element, as :func:`welford_chan`'s state
+    is), the chunks' means then averaged pairwise. x (n,), n divisible by ``chunks`` (a power
+    of 2) -> scalar."""
+    _check(x)
+    cols = _chunk_check(x, chunks)
+    d = cols - _chunked_mean(cols)
+    return _chunked_mean(d * d)
+
+
+def welford_chan(x: Tensor, chunks: int = 32, m2_dtype: torch.dtype | None = None) -> Tensor:
     """Welford over ``chunks`` interleaved chunks (one running state per chunk, all chunks
     advanced together), then Chan's pairwise merge of the states; every state in
-    ``x.dtype``. x (n,) with n divisible by ``chunks`` (a power of 2) -> scalar.
+    ``x.dtype``, except ``m2`` (the running sum of squared deviations) in ``m2_dtype`` if
+    given. x (n,) with n divisible by ``chunks`` (a power of 2) -> scalar (``x.dtype``).
 
     Welford: ``k += 1; delta = x - mean; mean += delta / k; m2 += delta * (x - mean)``.
     Chan: merging (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b), ``delta = mean_b - mean_a``,
     ``mean = mean_a + delta n_b / n``, ``m2 = m2_a + m2_b + delta^2 n_a n_b / n``.
     """
     _check(x)
-    n = x.numel()
-    if chunks < 1 or chunks & (chunks - 1) or n % chunks:
-        raise ValueError(f"chunks must be a power of 2 dividing n={n}, got {chunks}")
-    cols = x.view(n // chunks, chunks)  # column c is chunk c
+    cols = _chunk_check(x, chunks)
+    m2_dtype = m2_dtype or x.dtype
     mean = torch.zeros(chunks, dtype=x.dtype)
-    m2 = torch.zeros(chunks, dtype=x.dtype)
+    m2 = torch.zeros(chunks, dtype=m2_dtype)
     for k in range(1, cols.shape[0] + 1):
         v = cols[k - 1]
         delta = v - mean
         mean = mean + delta / k
-        m2 = m2 + delta * (v - mean)
+        m2 = m2 + (delta.to(m2_dtype) * (v - mean).to(m2_dtype))
     count = float(cols.shape[0])
     while mean.numel() > 1:
         ma, mb = mean[0::2], mean[1::2]
         delta = mb - ma
         total = 2 * count
         mean = ma + delta * (count / total)
-        m2 = m2[0::2] + m2[1::2] + delta * delta * (count * count / total)
+        d2 = delta.to(m2_dtype) * delta.to(m2_dtype)
+        m2 = m2[0::2] + m2[1::2] + d2 * (count * count / total)
         count = total
-    return m2[0] / count
+    return (m2[0] / count).to(x.dtype)
 
 
 #: name -> function, in the order of the chapter's table.
-ALGORITHMS = {"one-pass": one_pass, "two-pass": two_pass, "Welford/Chan": welford_chan}
+ALGORITHMS = {
+    "one-pass": one_pass,
+    "two-pass": two_pass,
+    "two-pass, sums in dtype": two_pass_chunked,
+    "Welford/Chan": welford_chan,
+}
+#: Name of the table's last column: two-pass on the half-precision row upcast to float32.
+FLOAT32_STATS = "two-pass, float32 statistics"
+#: Welford/Chan on the half-precision row upcast to float32 (a ledger check only).
+WELFORD_FLOAT32 = "Welford/Chan, float32"
+#: Welford/Chan with only its sum of squared deviations kept in float32 (mean in the dtype).
+WELFORD_M2_FLOAT32 = "Welford/Chan, M2 in float32"
 
 
 def sum_of_squares(x: Tensor) -> Tensor:
@@ -122,13 +171,28 @@ LARGE_MEAN = {"float16": 200.0, "bfloat16": 64.0, "float32": 2.0**18}
 N_ROW = 4096
 
 
+#: Standard deviation of :func:`overflow_row`: 4096 numbers of RMS 8 have sum(x^2) ~ 262144.
+SUMSQ_STD = 8.0
+
+
+def _row() -> Tensor:
+    """The chapter's row: N_ROW standard normal numbers in float64, seed 0."""
+    return torch.randn(N_ROW, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+
+def overflow_row() -> Tensor:
+    """The float16 row (N_ROW,) of std SUMSQ_STD whose sum of squares the chapter shows
+    overflowing; the same numbers as :class:`PrecisionResult`'s ``sumsq``."""
+    return (SUMSQ_STD * _row()).half()
+
+
 @dataclass
 class PrecisionResult:
     """``errors[dtype][str(mean)][algorithm]``: relative error of the variance against
-    float64 on the same (rounded) row; algorithm ``"float32 state"`` is two-pass on the row
-    upcast to float32. ``sumsq``: float16 and float32 sums of squares of a row of std
-    ``sumsq_std`` (rounded to float16 first, the same numbers for all three) and their
-    float64 value."""
+    float64 on the same (rounded) row, for every algorithm of :data:`ALGORITHMS` and, for the
+    half-precision dtypes, :data:`FLOAT32_STATS` (two-pass on the row upcast to float32),
+    :data:`WELFORD_FLOAT32` and :data:`WELFORD_M2_FLOAT32`. ``sumsq``: float16 and float32
+    sums of squares of :func:`overflow_row` (std ``sumsq_std``) and their float64 value."""
 
     n: int
     errors: dict[str, dict[str, dict[str, float]]]
@@ -140,7 +204,7 @@ class PrecisionResult:
 def precision_errors() -> PrecisionResult:
     """The variance errors of this module's algorithms against float64 (the same on every
     device; cached)."""
-    z = torch.randn(N_ROW, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    z = _row()
     errors: dict[str, dict[str, dict[str, float]]] = {}
     for name, dtype in DTYPES.items():
         errors[name] = {}
@@ -149,15 +213,16 @@ def precision_errors() -> PrecisionResult:
             truth = float(x.double().var(unbiased=False))
             algos = dict(ALGORITHMS)
             if dtype != torch.float32:
-                algos["float32 state"] = lambda r: two_pass(r.float())
+                algos[FLOAT32_STATS] = lambda r: two_pass(r.float())
+                algos[WELFORD_FLOAT32] = lambda r: welford_chan(r.float())
+                algos[WELFORD_M2_FLOAT32] = lambda r: welford_chan(r, m2_dtype=torch.float32)
             errors[name][str(mean)] = {
                 a: abs(float(f(x).double()) - truth) / truth for a, f in algos.items()
             }
-    std = 8.0
-    row = std * z
+    row = overflow_row()
     sumsq = {
-        "float16": float(sum_of_squares(row.half())),
-        "float32": float(sum_of_squares(row.half().float())),
-        "float64": float((row.half().double() ** 2).sum()),
+        "float16": float(sum_of_squares(row)),
+        "float32": float(sum_of_squares(row.float())),
+        "float64": float((row.double() ** 2).sum()),
     }
-    return PrecisionResult(N_ROW, errors, std, sumsq)
+    return PrecisionResult(N_ROW, errors, SUMSQ_STD, sumsq)

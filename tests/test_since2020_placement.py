@@ -136,8 +136,8 @@ def test_deepnorm_needs_positive_integer_depth(bad):
 # --------------------------------------------------------------------------- half precision
 
 
-def _row(mean: float, dtype) -> torch.Tensor:
-    z = torch.randn(1024, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+def _row(mean: float, dtype, n: int = 1024) -> torch.Tensor:
+    z = torch.randn(n, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     return (mean + z).to(dtype)
 
 
@@ -162,6 +162,25 @@ def test_one_pass_loses_every_digit_where_two_pass_keeps_them():
     x = _row(0.0, torch.float32)
     for f in H.ALGORITHMS.values():
         assert float(f(x)) == pytest.approx(_truth(x), rel=1e-5)
+
+
+def test_where_the_sums_are_kept_decides_the_half_precision_error():
+    x = _row(200.0, torch.float16, n=4096)  # 128 numbers per chunk, as on the page
+    t = _truth(x)
+
+    def err(v):
+        return abs(float(v) - t) / t
+
+    # two-pass with float16 running sums: far worse than torch's float32-accumulating reductions
+    assert err(H.two_pass_chunked(x)) > 10 * err(H.two_pass(x))
+    # float32 state: two-pass and Welford/Chan to float32 accuracy on the same rounded numbers
+    assert err(H.two_pass(x.float())) < 1e-6 and err(H.welford_chan(x.float())) < 1e-6
+    # near mean 0 Welford's bfloat16 error is its M2's: in float32, only the result's rounding
+    y = _row(0.0, torch.bfloat16, n=4096)
+    ty = _truth(y)
+    u = 2.0**-8  # bfloat16's unit roundoff: the final rounding of the returned variance
+    assert abs(float(H.welford_chan(y, m2_dtype=torch.float32)) - ty) / ty <= u
+    assert abs(float(H.welford_chan(y)) - ty) / ty > 2 * u
 
 
 def test_float16_sum_of_squares_overflows():
@@ -220,10 +239,29 @@ def test_update_sentence_both_branches():
     from normedu.claims import since2020_placement as C
     from normedu.experiments.since2020_placement import UpdateSizes
 
-    flat = UpdateSizes([4, 64], 0.01, {"post": [10, 80], "pre": [9, 70], "deepnorm": [1, 1.5]})
-    grows = UpdateSizes([4, 64], 0.01, {"post": [10, 80], "pre": [9, 70], "deepnorm": [1, 8]})
-    assert "**bounded**" in C.describe_updates(flat)
-    assert "**not** independent" in C.describe_updates(grows)
+    def upd(matrices):
+        groups = {
+            p: {"block matrices": matrices, "norm gains and biases": [0.4, 7.0]}
+            | {"block biases": [0.3, 0.5], "embeddings": [0.2, 0.2]}
+            for p in ("post", "deepnorm")
+        }
+        change = {"post": [10, 80], "pre": [9, 70], "deepnorm": [1, 8]}
+        return UpdateSizes([4, 64], 0.01, change, groups)
+
+    flat, grows = C.describe_updates(upd([0.08, 0.07])), C.describe_updates(upd([0.08, 0.8]))
+    assert "**For the parameters the theorem bounds, the change does not grow" in flat
+    assert "norm gains and biases, which the bound leaves out" in flat
+    assert "**not** independent" in grows and "does not grow" not in grows
+
+
+def test_update_groups_split_the_parameters_that_move_the_output():
+    from normedu.experiments.since2020_placement import UPDATE_GROUPS
+
+    for placement in ("post", "pre", "sandwich", "deepnorm"):
+        model = TinyGPT(GPTConfig(n_layers=2, placement=placement, qk_norm=True))
+        for name, p in model.named_parameters():
+            owners = [g for g, member in UPDATE_GROUPS.items() if member(name, p)]
+            assert len(owners) == (0 if name.startswith("head.") else 1), (name, owners)
 
 
 def test_training_sentence_both_branches():
@@ -235,7 +273,7 @@ def test_training_sentence_both_branches():
         runs += [_run(p, 0.01, True) for p in ("pre", "sandwich", "olmo2", "deepnorm")]
         return TrainResult(runs, 8, 32, 5e-3, 90, 2.64)
 
-    assert "**Every placement except Post-LN trains**" in C.describe_training(result(False))
+    assert "**Every placement except Post-LN learns**" in C.describe_training(result(False))
     assert "**not** the expected pattern" in C.describe_training(result(True))
 
 

@@ -7,13 +7,14 @@ synthetic tasks of :mod:`normedu.sequence_tasks`:
 - :func:`init_profiles`: at initialization, for each placement, the RMS of the residual
   stream after every block and the gradient norm of every block's second FFN matrix.
 - :func:`update_sizes`: the size of the change of the stack's output after one SGD step at
-  initialization, per depth, for Post-LN, Pre-LN and DeepNorm (the quantity DeepNorm bounds).
+  initialization, per depth, for Post-LN, Pre-LN and DeepNorm (the quantity DeepNorm bounds),
+  with all parameters moved and with each group of :data:`UPDATE_GROUPS` moved alone.
 - :func:`train_depth`: each placement trained at a depth and learning rate where Post-LN
   is expected to fail.
 - :func:`logit_sweep`: a learning-rate sweep of a Pre-LN stack with and without QK-norm:
   the largest attention logit over training and the final loss.
 - :func:`precision_errors` (from :mod:`normedu.halfprec`): the variance of one row computed
-  three ways in float16, bfloat16 and float32, against float64.
+  several ways in float16, bfloat16 and float32, against float64.
 
 Each is cached per preset, so the chapter and its claim checks share one run.
 ``SIZES["cpu"]`` runs in seconds; ``SIZES["cuda"]`` is the larger size that ``python -m
@@ -34,6 +35,9 @@ from ..device import pick_device, preset_name
 from ..halfprec import LARGE_MEAN, PrecisionResult, precision_errors
 from .scale import scale_experiment, threads
 
+# The one-step update measurement lives in its own module; re-exported for the chapter.
+from .since2020_update import UPDATE_GROUPS, UpdateSizes, one_step_changes
+
 __all__ = [
     "PLACEMENTS",
     "LABELS",
@@ -41,6 +45,7 @@ __all__ = [
     "SIZES",
     "InitProfiles",
     "UpdateSizes",
+    "UPDATE_GROUPS",
     "Run",
     "TrainResult",
     "SweepResult",
@@ -106,7 +111,7 @@ SIZES: dict[str, Size] = {
         d_model=32,
         n_heads=4,
         init_depth=32,
-        init_seeds=2,
+        init_seeds=1,
         update_depths=(4, 16, 64),
         update_lr=1e-2,
         train_depth=8,
@@ -232,55 +237,30 @@ def _init_profiles(preset: str) -> InitProfiles:
     return InitProfiles(size.init_depth, size.d_model, size.init_seeds, stream, grads)
 
 
-@dataclass
-class UpdateSizes:
-    """``change[placement][i]``: RMS of the change of the head's input (the stack's output
-    after its final norm, if any) after one SGD step of learning rate ``lr`` at
-    initialization, for a stack of ``depths[i]`` layers, divided by ``lr``."""
-
-    depths: list[int]
-    lr: float
-    change: dict[str, list[float]]
-
-    def ratio(self, placement: str) -> float:
-        """Change at the deepest stack over the change at the shallowest."""
-        c = self.change[placement]
-        return c[-1] / c[0]
-
-
 def update_sizes(preset: str | None = None) -> UpdateSizes:
-    """The output change after one SGD step at init, per depth (cached per preset)."""
+    """The output change after one SGD step at init, per depth, for Post-LN, Pre-LN and
+    DeepNorm, split by parameter group for Post-LN and DeepNorm (cached per preset)."""
     return _update_sizes(preset or preset_name())
 
 
 @functools.lru_cache(maxsize=4)
 def _update_sizes(preset: str) -> UpdateSizes:
-    import torch
-
-    from ..sequence_tasks import lm_loss
     from ..transformer import TinyGPT
 
     size, device = SIZES[preset], _device(preset)
     change: dict[str, list[float]] = {p: [] for p in ("post", "pre", "deepnorm")}
+    # the split for the two placements whose stream is normalized (Pre-LN's is not)
+    groups = {p: {g: [] for g in UPDATE_GROUPS} for p in ("post", "deepnorm")}
     with threads(size.threads):
         for placement in change:
             for depth in size.update_depths:
                 model = TinyGPT(_config(size, placement, depth)).to(device)
-                b = _batch(size, 0, device)
-
-                def output(m=model, b=b):
-                    return m.final(m.hidden(b.x))
-
-                before = output()
-                loss = lm_loss(model.head(before), b)
-                loss.backward()
-                with torch.no_grad():
-                    for p in model.parameters():
-                        p.sub_(size.update_lr * p.grad)
-                    after = output()
-                    diff = (after - before.detach()).pow(2).mean().sqrt()
-                change[placement].append(float(diff) / size.update_lr)
-    return UpdateSizes(list(size.update_depths), size.update_lr, change)
+                batch = _batch(size, 0, device)
+                c = one_step_changes(model, batch, size.update_lr, placement in groups)
+                change[placement].append(c["all"])
+                for g, values in groups.get(placement, {}).items():
+                    values.append(c[g])
+    return UpdateSizes(list(size.update_depths), size.update_lr, change, groups)
 
 
 # --------------------------------------------------------------------------- training
@@ -444,11 +424,25 @@ def _logit_sweep(preset: str) -> SweepResult:
     return run_sweep(SIZES[preset], _device(preset))
 
 
-def run_sweep(size: Size, device=None) -> SweepResult:
-    """:func:`logit_sweep` at any ``size`` (not cached), on ``device`` (default: CPU), e.g.
-    ``run_sweep(dataclasses.replace(SIZES["cpu"], sweep_depth=1))``."""
+def run_sweep(
+    size: Size | None = None,
+    device=None,
+    *,
+    depth: int | None = None,
+    lrs: tuple[float, ...] | None = None,
+) -> SweepResult:
+    """:func:`logit_sweep` at any ``size`` (default ``SIZES["cpu"]``; not cached), on
+    ``device`` (default: CPU), with its ``depth`` and learning rates ``lrs`` replaced if
+    given, e.g. ``run_sweep(depth=1, lrs=(0.1,))``."""
+    from dataclasses import replace
+
     from ..sequence_tasks import chance_loss
 
+    size = size or SIZES["cpu"]
+    if depth is not None:
+        size = replace(size, sweep_depth=depth)
+    if lrs is not None:
+        size = replace(size, sweep_lrs=tuple(lrs))
     device = device if device is not None else pick_device("cpu")
     runs = []
     with threads(size.threads):

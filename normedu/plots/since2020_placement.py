@@ -101,10 +101,24 @@ def init_figure(res: InitProfiles) -> Figure:
 
 def update_figure(res: UpdateSizes) -> Figure:
     """Change of the stack's output per unit learning rate after one SGD step, against
-    depth (log-log), for Post-LN, Pre-LN and DeepNorm."""
-    fig, ax = figure(1, 1, width=6.0, height=4.0)
+    depth (log-log), for Post-LN, Pre-LN and DeepNorm (every parameter moved), and DeepNorm
+    with only its block matrices or only its norms' gains and biases moved (dotted)."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    fig, ax = figure(1, 1, width=6.5, height=4.2)
     for p, values in res.change.items():
-        ax.plot(res.depths, values, label=_label(p), **PLACEMENT_STYLE[p])
+        ax.plot(res.depths, values, label=_label(p) + ", all parameters", **PLACEMENT_STYLE[p])
+    color = PLACEMENT_STYLE["deepnorm"].get("color")
+    for group, marker in (("block matrices", "D"), ("norm gains and biases", "^")):
+        if group in res.groups.get("deepnorm", {}):
+            ax.plot(
+                res.depths,
+                res.groups["deepnorm"][group],
+                color=color,
+                linestyle=":",
+                marker=marker,
+                label=f"DeepNorm, {group} only",
+            )
     ax.set(
         xscale="log",
         yscale="log",
@@ -113,7 +127,9 @@ def update_figure(res: UpdateSizes) -> Figure:
         title="One SGD step at initialization",
     )
     ax.set_xticks(res.depths, [str(d) for d in res.depths])
-    ax.legend()
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.legend(fontsize=8)
     return fig
 
 
@@ -139,8 +155,8 @@ def training_figure(res: TrainResult) -> Figure:
 
 def sweep_figure(res: SweepResult) -> Figure:
     """Left: the largest attention logit over training, per learning rate (solid without
-    QK-norm, dashed with it; darker = larger rate). Right: final loss against the learning
-    rate, with and without QK-norm."""
+    QK-norm, dashed with it; paler = smaller rate). Right: final loss at each learning rate,
+    with and without QK-norm, as unconnected markers (a few rates, not a trend)."""
     fig, (ax_l, ax_r) = figure(1, 2, width=11.0, height=4.2)
     shades = np.linspace(0.35, 1.0, len(res.lrs))
     for qk, color, ls, marker in (
@@ -160,7 +176,7 @@ def sweep_figure(res: SweepResult) -> Figure:
                 label=f"{name}, lr {lr:g}",
             )
         finals = [res.get(qk, lr).final_loss for lr in res.lrs]
-        ax_r.plot(res.lrs, finals, color=color, linestyle=ls, marker=marker, label=name)
+        ax_r.plot(res.lrs, finals, color=color, linestyle="none", marker=marker, label=name)
     ax_l.set(xlabel="step", ylabel="largest |attention logit|", yscale="log")
     ax_l.legend(fontsize=7, ncol=2)
     ax_r.axhline(res.chance_loss, color="grey", linestyle=":", label="chance")
