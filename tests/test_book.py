@@ -113,3 +113,28 @@ def test_every_page_runs_within_its_cpu_budget(site):
     assert not missing, f"no CPU time recorded for {missing}"
     over = {p: round(costs[p].cpu_seconds, 1) for p in pages if costs[p].cpu_seconds > CPU_BUDGET}
     assert not over, f"pages over {CPU_BUDGET} CPU-s: {over}"
+
+
+#: TeX that must not reach a reader as text (the browser test lists the same on built pages).
+RAW_TEX = re.compile(r"\$\$|\\frac|\\sqrt|\\begin\{")
+
+
+@pytest.mark.parametrize("page", toc_pages())
+def test_every_formula_parses_as_math(page):
+    """Each page's Markdown, parsed as the book parses it (MyST with dollarmath and amsmath),
+    leaves no TeX outside its math nodes: a display formula that cannot interrupt a paragraph
+    in a list item, or a line of inline math starting with "+ ", shows as raw TeX otherwise.
+    Code cells and directive bodies (admonitions, dropdowns) are not parsed here; the browser
+    test checks the built pages whole."""
+    from markdown_it.renderer import RendererHTML
+    from myst_parser.config.main import MdParserConfig
+    from myst_parser.parsers.mdit import create_md_parser
+
+    extensions = {"dollarmath", "amsmath", "colon_fence", "deflist", "substitution"}
+    md = create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML)
+    html = md.render(source_path(page).read_text())
+    html = re.sub(r"<pre.*?</pre>", "", html, flags=re.S)  # code cells, directive bodies
+    text = re.sub(r'<(div|span) class="math[^"]*">.*?</\1>', "", html, flags=re.S)
+    text = re.sub(r"<[^>]+>", "", text)
+    raw = [text[max(0, m.start() - 60) : m.end() + 20] for m in RAW_TEX.finditer(text)]
+    assert not raw, f"{page}: TeX left outside math: {raw[:3]}"

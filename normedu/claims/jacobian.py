@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..claim import Claim, claims_for, verdict, verdict_within
+from ..claim import Claim, cite, claims_for, verdict, verdict_within
 
 CHAPTER = "jacobian"
 ARTICLE = "this course, chapter 'Gradient flow and the LayerNorm Jacobian'"
@@ -127,7 +127,7 @@ def scale_invariance() -> Claim:
         chapter=CHAPTER,
         claim="The gradient of weights feeding a normalization is orthogonal to them, so plain "
         "SGD only grows their norm and the effective learning rate η/‖w‖² falls",
-        source="van Laarhoven, 2017",
+        source=cite("vanlaarhoven2017l2"),
         measured=f"Linear → LayerNorm on the digits, {len(p['norm'])} SGD steps: max |cos(w, g)| "
         f"{np.abs(p['cos']).max():.0e}; ‖w‖ {p['norm'][0]:.2f} → {p['final_norm']:.2f}; "
         f"η/‖w‖² {p['eff_lr'][0]:.4f} → {p['eff_lr'][-1]:.4f}",

@@ -14,7 +14,7 @@ CHAPTER = "rmsnorm"
 #: A claim this course states without a primary source is attributed to its chapter.
 ARTICLE = "this course, chapter 'RMSNorm'"
 NOTES = ARTICLE
-PAPER = "Zhang & Sennrich, 2019 (NeurIPS)"
+PAPER = "Zhang & Sennrich, NeurIPS 2019"
 
 #: Which models use RMSNorm, per each model's paper and, where the paper does not name its
 #: norm, the reference code the model was trained or released with: (id, model, source,
