@@ -710,3 +710,16 @@ def test_a_sandboxed_process_reaches_no_socket_and_makes_no_device(tmp_path):
     tcp.close()
     unix.close()
     assert run.stdout.split() == ["refused"] * 3, run.stdout + run.stderr
+
+
+def test_grading_bench_compares_grades_not_times():
+    """Two runs over one cohort differ in when they collected, never in what they graded:
+    the benchmark's CSV comparison drops the time columns and keeps every grade."""
+    from normedu.course.grading_bench import _grades_only
+
+    head = "student,score,file,collected,handed_in,notes\n"
+    first = head + "s1,12,s1.ipynb,2026-12-03T01:37:19,2026-12-03T01:37:19,\n"
+    later = head + "s1,12,s1.ipynb,2026-12-03T01:37:43,2026-12-03T01:37:43,\n"
+    worse = head + "s1,11,s1.ipynb,2026-12-03T01:37:43,2026-12-03T01:37:43,\n"
+    assert _grades_only(first) == _grades_only(later)
+    assert _grades_only(first) != _grades_only(worse)

@@ -187,16 +187,21 @@ def run_bench(
     )
 
 
+#: Columns of the export that say when, not what: each run collects the cohort anew.
+TIME_COLUMNS = ("collected", "handed_in")
+
+
 def _grades_only(text: str) -> str:
-    """The CSV without its ``collected`` column (when collect ran, not a grade)."""
+    """The CSV without its :data:`TIME_COLUMNS` (when collect ran and when the files were
+    written, not grades), so that two runs over one cohort compare equal."""
     import csv
     import io
 
     rows = list(csv.reader(io.StringIO(text)))
-    if not rows or "collected" not in rows[0]:
+    if not rows:
         return text
-    drop = rows[0].index("collected")
-    return "\n".join(",".join(r[:drop] + r[drop + 1 :]) for r in rows)
+    keep = [i for i, name in enumerate(rows[0]) if name not in TIME_COLUMNS]
+    return "\n".join(",".join(r[i] for i in keep if i < len(r)) for r in rows)
 
 
 def save(result: BenchResult, name: str = "grade_bench") -> Path:
