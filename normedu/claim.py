@@ -18,6 +18,7 @@ __all__ = [
     "CHECKS",
     "cite",
     "claims_for",
+    "device_for",
     "is_cited",
     "measured_on",
     "verdict",
@@ -72,6 +73,14 @@ def measured_on() -> str:
 
     size = "full-size run" if preset_name() == "cuda" else "laptop-size run"
     return f"{device_name()} ({size})"
+
+
+def device_for(preset: str) -> str:
+    """The device a claim measured on at size ``preset`` (``"cuda"``: this machine's GPU;
+    any other: its CPU), for a chapter whose claims mix stored GPU runs and live CPU ones."""
+    from .provenance import device_name
+
+    return device_name("cuda" if preset == "cuda" else "cpu")
 
 
 def cite(*keys: str, where: str = "") -> str:

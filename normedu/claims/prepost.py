@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..claim import Claim, cite, claims_for, verdict, verdict_by_parts
+from ..claim import Claim, cite, claims_for, device_for, verdict, verdict_by_parts
 from .prepost_words import (  # noqa: F401  (re-exported for the chapter and the tests)
     DIRECTION_SEEDS,
     GROWS,
@@ -40,19 +40,13 @@ def _outcome(run) -> str:
     return run.outcome
 
 
-def _device(preset: str) -> str:
-    from ..provenance import device_name
-
-    return device_name("cuda" if preset == "cuda" else "cpu")
-
-
 @claims_for(CHAPTER)
 def check(preset: str | None = None) -> list[Claim]:
     from ..device import preset_name
     from ..experiments.prepost import init_grad_norms, warmup_sweep, wide_check
 
     preset = preset or preset_name()
-    dev = _device(preset)
+    dev = device_for(preset)
     init = init_grad_norms(preset)
     sweep = warmup_sweep(preset)
     stab = sweep.stability()
@@ -284,7 +278,7 @@ def post_grows_wide(wide) -> Claim:
         + _seeds(wide.get("nn.TransformerEncoderLayer", "post"))
         + f"), {ours:.2f} in TinyGPT (seeds {_seeds(wide.get('TinyGPT', 'post'))})",
         verdict=post_wide_verdict(wide),
-        device=_device("cpu"),
+        device=device_for("cpu"),
         note=f"{n} seeds per stack: the direction is not fixed" if (n := _few_seeds(wide)) else "",
     )
 
@@ -301,6 +295,6 @@ def pre_flat_wide(wide) -> Claim:
         measured=_wide_setting(wide)
         + f"last/first {ref:.2f} in torch.nn.TransformerEncoderLayer, {ours:.2f} in TinyGPT",
         verdict=verdict_by_parts(flat),
-        device=_device("cpu"),
+        device=device_for("cpu"),
         note="" if all(flat) else "the gradient shrinks toward the output",
     )

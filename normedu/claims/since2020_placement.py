@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..claim import Claim, cite, claims_for, verdict, verdict_by_parts
+from ..claim import Claim, cite, claims_for, device_for, verdict, verdict_by_parts
 from .since2020_models import MODELS, UNVERIFIED, model_row
 
 __all__ = ["CHAPTER", "MODELS", "UNVERIFIED", "check", "model_row"]
@@ -283,20 +283,14 @@ def describe_precision(res) -> str:
 # --------------------------------------------------------------------------- claims
 
 
-def _device(preset: str) -> str:
-    from ..provenance import device_name
-
-    return device_name("cuda" if preset == "cuda" else "cpu")
-
-
 @claims_for(CHAPTER)
 def check(preset: str | None = None) -> list[Claim]:
     from ..device import preset_name
     from ..experiments import since2020_placement as E
 
     preset = preset or preset_name()
-    dev = _device(preset)
-    cpu = _device("cpu")
+    dev = device_for(preset)
+    cpu = device_for("cpu")
     out = [deepnorm_constants(cpu), deepnorm_update(E.update_sizes(preset), dev)]
     out += [post_fails(E.train_depth(preset), dev)]
     sweep = E.logit_sweep(preset)

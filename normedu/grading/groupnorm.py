@@ -31,11 +31,10 @@ import numpy as np
 from normedu import functional as ref
 from normedu.conventions import DEFAULT_EPS
 from normedu.grading.causes import param_grad_causes, switched
-from normedu.grading.compare import GradingError, call
 from normedu.grading.diagnose import normalize, normalize_backward
-from normedu.grading.guard import assert_no_shortcut
 from normedu.grading.messages import EPS_IGNORED, EPS_OUT, NO_BETA, NO_GAMMA, NO_SQRT, SWAPPED
 from normedu.grading.normcheck import NormTable, Probe
+from normedu.grading.validation import expect_value_error
 
 __all__ = [
     "check_forward",
@@ -221,21 +220,7 @@ def check_indivisible(fn: Callable, args: tuple, C: int, G: int) -> None:
     """``fn(*args)`` (a call with C channels and G groups, C % G != 0) must raise a
     ``ValueError``; any message passes. A message that names both C and G is praised (a
     printed note), one that does not gets a printed suggestion: never a lost point."""
-    name = getattr(fn, "__name__", "your function")
-    assert_no_shortcut(fn)
-    try:
-        call(fn, *(a.copy() if isinstance(a, np.ndarray) else a for a in args), name=name)
-    except GradingError as e:
-        error = e.__cause__  # the student's exception (None: a check's own message)
-        if error is None or isinstance(error, NotImplementedError):
-            raise
-        if not isinstance(error, ValueError):
-            raise GradingError(
-                f"{name} raised {type(error).__name__} ({error}) for C = {C}, G = {G}: {NO_ERROR}"
-            ) from error
-        msg = str(error)
-    else:
-        raise GradingError(f"{name} returned a result for C = {C}, G = {G}: {NO_ERROR}")
+    msg = str(expect_value_error(fn, args, f"for C = {C}, G = {G}", NO_ERROR))
     if all(re.search(rf"(?<!\d){v}(?!\d)", msg) for v in (C, G)):
         print(f"Note: your ValueError names C = {C} and G = {G}: a clear message, well done.")
     else:

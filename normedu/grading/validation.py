@@ -1,7 +1,7 @@
 """Checking that bad input raises a ``ValueError`` (any message): the visible 1-point cells of
-the assignments whose contract says so (DyT's scalar alpha, QK-norm's shapes).
+the assignments whose contract says so (GroupNorm's C % G, DyT's scalar alpha, QK-norm's shapes).
 
-The grading accepts any ``ValueError``, as GroupNorm's C % G cell does: a hidden or numeric
+The grading accepts any ``ValueError``: a hidden or numeric
 cell never depends on an error's wording (``tests/test_grading.py`` proves it).
 """
 
@@ -18,10 +18,13 @@ from normedu.grading.guard import assert_no_shortcut
 __all__ = ["expect_value_error"]
 
 
-def expect_value_error(fn: Callable, args: tuple, situation: str, why: str, **kwargs: Any) -> None:
-    """``fn(*args, **kwargs)`` must raise a ``ValueError``; ``situation`` says what is wrong
-    with the input ("for k of shape ... and q of shape ..."), ``why`` why it must not pass
-    silently. A message that names the shapes is good style, never required."""
+def expect_value_error(
+    fn: Callable, args: tuple, situation: str, why: str, **kwargs: Any
+) -> ValueError:
+    """``fn(*args, **kwargs)`` must raise a ``ValueError``, which is returned (its message may
+    earn a printed note, never a point); ``situation`` says what is wrong with the input ("for
+    k of shape ... and q of shape ..."), ``why`` why it must not pass silently. Called on
+    copies of the arrays. A message that names the shapes is good style, never required."""
     name = getattr(fn, "__name__", "your function")
     assert_no_shortcut(fn)
     copies = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
@@ -36,5 +39,5 @@ def expect_value_error(fn: Callable, args: tuple, situation: str, why: str, **kw
                 f"{name} raised {type(error).__name__} ({error}) {situation}: raise a "
                 f"ValueError instead (any message). {why}"
             ) from error
-        return
+        return error
     raise GradingError(f"{name} returned a result {situation}: it must raise a ValueError. {why}")
