@@ -53,10 +53,11 @@ def test_the_solution_and_every_correct_answer_pass_the_policy(assignment):
 
 def test_every_catalogued_edit_of_a_solution_passes_the_policy():
     # Wrong but honest answers are graded on their maths, not refused (the catalog's
-    # SHORTCUTS, and the few mistakes that replace the whole cell, call libraries).
+    # SHORTCUTS, the few mistakes that replace the whole cell, and an edit that imports a
+    # library, such as qknorm's scipy softmax, call libraries: the policy refuses those).
     found = {}
     for m in mistakes.CATALOG:
-        if m.replacement is not None:
+        if m.replacement is not None or any("import " in new for _, new in m.edits):
             continue
         nb = json.loads(_solution(m.assignment).read_text())
         (cell,) = [
@@ -69,7 +70,12 @@ def test_every_catalogued_edit_of_a_solution_passes_the_policy():
 
 
 def test_the_allow_list_is_the_solution_s_imports_and_the_math_modules():
-    assert policy.allowed_modules(_solution("dyt")) == {"numpy", *policy.SAFE_STDLIB}
+    allowed = policy.allowed_modules(_solution("dyt"))
+    assert allowed == {"numpy", *policy.SAFE_STDLIB, *policy.SAFE_EXTRA}
+    # A student's own plot of an answer is no shortcut; the library's norm still is.
+    plot = "import matplotlib.pyplot as plt\nplt.plot([1, 2])"
+    assert not policy.violations(plot, allowed, set())
+    assert policy.violations("import torch", allowed, set())
     assert "torch" in policy.allowed_modules(_solution("prepost"))
     assert "grade" in _course_names("layernorm", policy.allowed_modules(_solution("layernorm")))
 

@@ -14,7 +14,8 @@ not parse fails in the kernel as it would anyway. A cell violates the policy if 
 
 - imports a module outside the assignment's allow-list (:func:`allowed_modules`): the
   top-level modules the SOLUTION's answer cells import (NumPy; torch for the torch
-  assignments) and the standard library's harmless math modules (:data:`SAFE_STDLIB`).
+  assignments) and the standard library's harmless math modules (:data:`SAFE_STDLIB`), and plotting
+  (:data:`SAFE_EXTRA`).
   ``normedu``, ``scipy``, ``importlib`` ... are out; a file the answer writes cannot be
   imported either;
 - names a construct of :data:`BANNED` (as a name, an attribute or an imported name), or a
@@ -57,6 +58,12 @@ SAFE_STDLIB = (
     "dataclasses",
     "numbers",
 )
+
+#: Modules any cell may import although no solution does: a student who plots an answer to
+#: look at it (a cell of their own with ``import matplotlib.pyplot as plt``) has done nothing
+#: wrong, and no plotting call computes a normalization or reaches the checks. Refusing it
+#: would flag an honest hand-in as tampered.
+SAFE_EXTRA = ("matplotlib",)
 
 #: Names no answer needs, as a name, an attribute or an imported name, with why.
 BANNED: dict[str, str] = {
@@ -162,9 +169,9 @@ def _answer_sources(nb) -> list[str]:
 
 def allowed_modules(solution: str | Path) -> frozenset[str]:
     """The top-level modules the answers of an assignment may import: those its solution
-    notebook's answer cells import, and :data:`SAFE_STDLIB`."""
+    notebook's answer cells import, :data:`SAFE_STDLIB` and :data:`SAFE_EXTRA`."""
     nb = json.loads(Path(solution).read_text(encoding="utf-8"))
-    allowed = set(SAFE_STDLIB)
+    allowed = {*SAFE_STDLIB, *SAFE_EXTRA}
     for source in _answer_sources(nb):
         try:
             tree = ast.parse(python_of(source))
