@@ -57,8 +57,8 @@ def curve_figure(res: Comparison, demos: list[TokenScaleDemo], shown: float = 1.
     fit = curve.fit()
     a.scatter(curve.x, curve.y, s=3, alpha=0.3, color=COLORS["layernorm"], rasterized=True)
     _fit_lines(a, curve.x, fit)
-    shown = "final LayerNorm" if curve.shown == "final" else f"LayerNorm of {curve.shown}"
-    a.set_title(f"Trained TinyGPT, {shown}", fontsize=10)
+    which = "final LayerNorm" if curve.shown == "final" else f"LayerNorm of {curve.shown}"
+    a.set_title(f"Trained TinyGPT, {which}", fontsize=10)
     a.set_xlabel("input x (one element)")
     a.set_ylabel("normalized output (before γ, β)")
     a.legend(fontsize=8, loc="upper left")
