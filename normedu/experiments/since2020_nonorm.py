@@ -16,7 +16,9 @@ Three measurements on :class:`normedu.transformer.TinyGPT` and the synthetic tas
 - :func:`ln_curve` (run inside :func:`compare` on the trained LayerNorm model): every
   LayerNorm's input against its normalized output, element by element, and the best fit of
   ``c * tanh(alpha * x)`` to that cloud (against the best straight line). It and the other
-  curve helpers live in :mod:`.since2020_nonorm_curve` and are re-exported here.
+  curve helpers live in :mod:`.since2020_nonorm_curve` and are re-exported here, as are the
+  sizes and variants (:mod:`.since2020_nonorm_setup`) and the measurements at initialization,
+  :func:`stream_rms` and :func:`init_scales` (:mod:`.since2020_nonorm_init`).
 
 Cached per preset (and size overrides), so the chapter and its claim checks share one run.
 ``SIZES["cpu"]`` takes about 21 CPU-seconds (12 for the lockstep part);
@@ -43,6 +45,8 @@ from .since2020_nonorm_curve import (
     ln_curve,
     token_scale_demo,
 )
+from .since2020_nonorm_init import InitScales, init_scales, stream_rms
+from .since2020_nonorm_setup import LABELS, SIZES, VARIANTS, NoNormSize, _batch, variant_config
 
 __all__ = [
     "NoNormSize",
@@ -53,6 +57,7 @@ __all__ = [
     "rezero_identity",
     "RezeroIdentity",
     "stream_rms",
+    "InitScales",
     "init_scales",
     "ALPHA_GRID",
     "TanhFit",
@@ -66,104 +71,6 @@ __all__ = [
     "Comparison",
     "compare",
 ]
-
-
-@dataclass(frozen=True)
-class NoNormSize:
-    """Sizes of :func:`compare`: ``depth`` (blocks), ``d_model``, ``n_heads``, ``vocab``,
-    ``n_items`` (prompt length), ``batch``, ``steps`` (Adam steps, the same for every variant),
-    ``lr`` (constant, no warm-up), ``task``; ``curve_batch``: sequences whose LayerNorm inputs
-    :func:`ln_curve` collects; ``curve_points``: how many (input, output) pairs it keeps for
-    the figure; ``threads``: torch threads while running (None: leave as is);
-    ``long_steps``: the step count to which the variants named in ``long_variants`` keep
-    training after the lockstep part (0: none do)."""
-
-    depth: int
-    d_model: int
-    n_heads: int
-    vocab: int
-    n_items: int
-    batch: int
-    steps: int
-    lr: float
-    task: str = "reverse"
-    curve_batch: int = 32
-    curve_points: int = 3000
-    threads: int | None = None
-    long_steps: int = 0
-    long_variants: tuple[str, ...] = ()
-
-
-SIZES: dict[str, NoNormSize] = {
-    "cpu": NoNormSize(
-        depth=10,
-        d_model=32,
-        n_heads=4,
-        vocab=16,
-        n_items=6,
-        batch=16,
-        steps=90,
-        lr=5e-3,
-        threads=1,
-        long_steps=270,
-        long_variants=("dyt", "none"),
-    ),
-    "cuda": NoNormSize(
-        depth=24,
-        d_model=256,
-        n_heads=8,
-        vocab=64,
-        n_items=16,
-        batch=64,
-        steps=1000,
-        lr=1e-3,
-        curve_batch=256,
-        long_steps=3000,
-        long_variants=("dyt", "none"),
-    ),
-}
-
-#: The variants compared, in the order of the tables: the GPTConfig switches of each.
-VARIANTS: dict[str, dict[str, Any]] = {
-    "layernorm": {"norm": "layernorm"},
-    "rmsnorm": {"norm": "rmsnorm"},
-    "dyt": {"norm": "dyt"},
-    "rezero": {"norm": "none", "residual_scale": "rezero"},
-    "none": {"norm": "none"},
-}
-#: How the page names each variant.
-LABELS = {
-    "layernorm": "LayerNorm",
-    "rmsnorm": "RMSNorm",
-    "dyt": "DyT",
-    "rezero": "ReZero (no norm)",
-    "none": "no norm",
-}
-
-
-def variant_config(name: str, size: NoNormSize, seed: int = 0):
-    """The :class:`~normedu.transformer.GPTConfig` of variant ``name`` at ``size`` (Pre-Norm)."""
-    from ..sequence_tasks import seq_len
-    from ..transformer import GPTConfig
-
-    if name not in VARIANTS:
-        raise ValueError(f"unknown variant {name!r}; choose one of {tuple(VARIANTS)}")
-    return GPTConfig(
-        vocab=size.vocab,
-        d_model=size.d_model,
-        n_heads=size.n_heads,
-        n_layers=size.depth,
-        max_len=seq_len(size.task, size.n_items),
-        placement="pre",
-        seed=seed,
-        **VARIANTS[name],
-    )
-
-
-def _batch(size: NoNormSize, batch: int, seed: int, device):
-    from ..sequence_tasks import make_batch
-
-    return make_batch(size.task, batch, size.n_items, size.vocab, seed=seed, device=device)
 
 
 # --------------------------------------------------------------------------- ReZero at init
@@ -222,77 +129,6 @@ def rezero_identity(depth: int = 10, d_model: int = 32, seed: int = 0) -> Rezero
     return RezeroIdentity(
         depth, change, [float(g.norm()) for g in grads], grad_change, gate_grads, size.lr, after
     )
-
-
-def stream_rms(names=("layernorm", "none", "rezero"), preset: str | None = None, seed: int = 0):
-    """RMS of the residual stream at initialization: ``{name: [entering block 1, after block
-    1, ..., after block L]}`` for each variant, on one batch of the comparison's task and size."""
-    import torch
-
-    from ..device import choose
-    from ..transformer import TinyGPT
-
-    size = SIZES[preset] if preset else choose(SIZES)
-    b = _batch(size, 16, seed, None)
-    out = {}
-    with torch.no_grad():
-        for name in names:
-            model = TinyGPT(variant_config(name, size, seed))
-            x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
-            rms = [float(x.pow(2).mean().sqrt())]
-            for block in model.blocks:
-                x = block(x)
-                rms.append(float(x.pow(2).mean().sqrt()))
-            out[name] = rms
-    return out
-
-
-@dataclass(frozen=True)
-class InitScales:
-    """What a freshly built stack's branches read, on one batch of the comparison.
-
-    - embedding_rms: RMS of the stream entering block 1 (what the first norm reads).
-    - branch_input_rms: mean over the blocks' norms (norm1, norm2) of the RMS of their outputs,
-      which is what the attention and MLP branches read.
-    - logits_rms: RMS of the logits.
-    """
-
-    embedding_rms: float
-    branch_input_rms: float
-    logits_rms: float
-
-
-def init_scales(names=("layernorm", "dyt"), preset: str | None = None, seed: int = 0):
-    """``{name: InitScales}`` for freshly built stacks of the comparison's size."""
-    import torch
-
-    from ..device import choose
-    from ..transformer import TinyGPT
-
-    size = SIZES[preset] if preset else choose(SIZES)
-    b = _batch(size, 16, seed, None)
-    out = {}
-    with torch.no_grad():
-        for name in names:
-            model = TinyGPT(variant_config(name, size, seed))
-            x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
-            read: list[float] = []
-            hooks = [
-                norm.register_forward_hook(
-                    lambda _m, _i, o, read=read: read.append(float(o.pow(2).mean().sqrt()))
-                )
-                for blk in model.blocks
-                for norm in (blk.norm1, blk.norm2)
-            ]
-            logits = model(b.x)
-            for h in hooks:
-                h.remove()
-            out[name] = InitScales(
-                float(x.pow(2).mean().sqrt()),
-                float(np.mean(read)),
-                float(logits.pow(2).mean().sqrt()),
-            )
-    return out
 
 
 # --------------------------------------------------------------------------- the comparison
