@@ -71,6 +71,11 @@ def test_rezero_stack_at_init_is_the_identity_and_its_gates_get_the_derivation_s
     assert torch.equal(model.hidden(idx), x0)
     rz = E.rezero_identity(depth=4)
     assert rz.max_stream_change == 0 and rz.max_grad_change == 0 and len(rz.block_grads) == 4
+    # Adam's first step is lr * m / (sqrt(v) + eps) with m = (1-b1) g / (1-b1), v likewise:
+    # lr * sign(g), whatever |g| (up to eps / |g|).
+    expected = -rz.lr * np.sign(rz.gate_grads)
+    np.testing.assert_allclose(rz.gates_after_step, expected, rtol=1e-4)
+    assert max(map(abs, rz.gate_grads)) > 2 * min(map(abs, rz.gate_grads))  # |g| do differ
 
     # dL/d(gate1 of the last block) with L = <w, x_L>: the upstream gradient is w, and the
     # branch there reads x_L's predecessor, which is x0.
@@ -110,7 +115,9 @@ def test_fit_tanh_recovers_known_parameters_and_beats_a_line_only_on_a_bent_clou
 def tiny(request):
     """The chapter's comparison at a tiny size (two blocks, four steps)."""
     old = E.SIZES["cpu"]
-    E.SIZES["cpu"] = dataclasses.replace(old, depth=2, d_model=16, steps=4, curve_batch=4)
+    E.SIZES["cpu"] = dataclasses.replace(
+        old, depth=2, d_model=16, steps=4, curve_batch=4, long_steps=6, long_variants=("dyt",)
+    )
     E.compare.cache_clear()
     try:
         yield E.compare("cpu")
@@ -135,8 +142,31 @@ def test_comparison_records_every_variant_and_the_layernorm_curve(tiny):
     assert E.Comparison.from_json(tiny.to_json()) == tiny
     claims = {c.id: c for c in C.check("cpu")}  # on the cached tiny run
     assert len(claims) == 8 and claims["nonorm.rezero_identity"].verdict == "confirmed"
-    none_fails = not tiny.run("none").trained and tiny.run("layernorm").trained
-    assert (claims["nonorm.none_fails"].verdict == "confirmed") == none_fails
+    slow = not tiny.run("none").trained and tiny.run("layernorm").trained
+    assert (claims["nonorm.none_slow"].verdict == "confirmed") == slow
+
+
+def test_the_longer_run_is_the_same_training_continued(tiny):
+    """DyT's 6 steps (4 in lockstep, 2 alone) against a DyT trained alone for 6 steps on the
+    same batches, outside compare; the others do not go on."""
+    from normedu.sequence_tasks import lm_loss, make_batch
+    from normedu.training import adam
+
+    size = E.SIZES["cpu"]
+    model = TinyGPT(E.variant_config("dyt", size))
+    opt = adam(model.parameters(), lr=size.lr, betas=(0.9, 0.98))
+    alone = []
+    for step in range(6):
+        b = make_batch(size.task, size.batch, size.n_items, size.vocab, seed=10_000 + step)
+        loss = lm_loss(model(b.x), b)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        alone.append(loss.item())
+    dyt = tiny.run("dyt")
+    np.testing.assert_allclose(dyt.losses + dyt.long_losses, alone, rtol=1e-5)
+    assert dyt.final_loss_long == pytest.approx(alone[-1], rel=1e-5)  # last tenth of 6: 1 step
+    assert tiny.run("none").long_losses == [] and tiny.run("none").final_loss_long is None
 
 
 def test_figures_draw(tiny):
@@ -147,16 +177,22 @@ def test_figures_draw(tiny):
         assert fig.axes and fig.get_facecolor()[:3] == (1.0, 1.0, 1.0)
 
 
-def _fake(none_trained: bool, dyt_loss: float) -> E.Comparison:
-    def run(name, loss):
-        return E.Run(name, [loss], loss, loss < 1.0, False, 1.0, 100.0, [1.0], [1.0])
+def _fake(none: float, dyt: float, none_long=None, dyt_long=None) -> E.Comparison:
+    """Losses after ``steps`` (and after ``long_steps`` for DyT and no norm); trained below
+    half of chance, 1.32."""
+
+    def run(name, loss, long=None):
+        r = E.Run(name, [loss], loss, loss < 1.32, False, 1.0, 100.0, [1.0], [1.0])
+        if long is not None:
+            r.long_losses, r.final_loss_long, r.trained_long = [long], long, long < 1.32
+        return r
 
     runs = [
         run("layernorm", 0.02),
         run("rmsnorm", 0.02),
-        run("dyt", dyt_loss),
+        run("dyt", dyt, dyt_long),
         run("rezero", 0.05),
-        run("none", 0.1 if none_trained else 2.5),
+        run("none", none, none_long),
     ]
     curve = E.LNCurve(
         ["final"], [dataclasses.asdict(E.fit_tanh([1, 2, 3], [1, 2, 3]))], [1.0], "final", [], []
@@ -165,9 +201,14 @@ def _fake(none_trained: bool, dyt_loss: float) -> E.Comparison:
 
 
 def test_the_page_verdicts_follow_the_measurements():
-    fails = C.describe_comparison(_fake(False, 0.05))
-    assert "without normalization did not train" in fails and "**matches**" in fails
-    trains = C.describe_comparison(_fake(True, 1.9))
+    slow = _fake(2.4, 1.9, none_long=0.2, dyt_long=0.05)
+    text = C.describe_comparison(slow)
+    assert "learns far more slowly" in text and "it does train, to 0.20" in text
+    assert "**learns more slowly than** LayerNorm" in text and C.none_verdict(slow) == "slower"
+    fails = _fake(2.4, 1.9, none_long=2.3, dyt_long=1.0)
+    text = C.describe_comparison(fails)
+    assert C.none_verdict(fails) == "fails" and "**does not match**" in text
+    assert C.dyt_verdict(_fake(2.4, 0.05)) == "matches"
+    trains = C.describe_comparison(_fake(0.1, 1.9))
     assert "even the stack without any normalization trained" in trains
-    assert "**does not match**" in trains
     assert C.speed_word(1.2) == "faster than" and C.speed_word(1.01) == "as fast as"

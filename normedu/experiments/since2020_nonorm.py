@@ -8,20 +8,27 @@ Three measurements on :class:`normedu.transformer.TinyGPT` and the synthetic tas
 - :func:`compare`: the same Pre-Norm stack with each of :data:`VARIANTS` (LayerNorm, RMSNorm,
   DyT, ReZero, no norm) trained in lockstep on the same batches: loss curves, per-block
   gradient profiles at initialization and after training, and tokens per second, every step
-  of every variant timed with the variants' order rotating from step to step.
+  of every variant timed with the variants' order rotating from step to step. The variants
+  of ``long_variants`` then go on, on the following batches of the same stream, to
+  ``long_steps`` steps: whether a slow start is a failure or only slowness.
+- :func:`init_scales`: what the branches of a freshly built stack read (the RMS of every
+  norm's output), and the RMS of its logits.
 - :func:`ln_curve` (run inside :func:`compare` on the trained LayerNorm model): every
   LayerNorm's input against its normalized output, element by element, and the best fit of
   ``c * tanh(alpha * x)`` to that cloud (against the best straight line). It and the other
-  curve helpers live in :mod:`.since2020_nonorm_curve` and are re-exported here.
+  curve helpers live in :mod:`.since2020_nonorm_curve` and are re-exported here, as are the
+  sizes and variants (:mod:`.since2020_nonorm_setup`) and the measurements at initialization,
+  :func:`stream_rms` and :func:`init_scales` (:mod:`.since2020_nonorm_init`).
 
-Cached per preset, so the chapter and its claim checks share one run. ``SIZES["cpu"]`` takes
-about 12 CPU-seconds; ``SIZES["cuda"]`` is a larger setting for a GPU (no stored run yet).
+Cached per preset (and size overrides), so the chapter and its claim checks share one run.
+``SIZES["cpu"]`` takes about 21 CPU-seconds (12 for the lockstep part);
+``SIZES["cuda"]`` is a larger setting for a GPU (no stored run yet).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,6 +45,8 @@ from .since2020_nonorm_curve import (
     ln_curve,
     token_scale_demo,
 )
+from .since2020_nonorm_init import InitScales, init_scales, stream_rms
+from .since2020_nonorm_setup import LABELS, SIZES, VARIANTS, NoNormSize, _batch, variant_config
 
 __all__ = [
     "NoNormSize",
@@ -48,6 +57,8 @@ __all__ = [
     "rezero_identity",
     "RezeroIdentity",
     "stream_rms",
+    "InitScales",
+    "init_scales",
     "ALPHA_GRID",
     "TanhFit",
     "fit_tanh",
@@ -62,96 +73,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class NoNormSize:
-    """Sizes of :func:`compare`: ``depth`` (blocks), ``d_model``, ``n_heads``, ``vocab``,
-    ``n_items`` (prompt length), ``batch``, ``steps`` (Adam steps, the same for every variant),
-    ``lr`` (constant, no warm-up), ``task``; ``curve_batch``: sequences whose LayerNorm inputs
-    :func:`ln_curve` collects; ``curve_points``: how many (input, output) pairs it keeps for
-    the figure; ``threads``: torch threads while running (None: leave as is)."""
-
-    depth: int
-    d_model: int
-    n_heads: int
-    vocab: int
-    n_items: int
-    batch: int
-    steps: int
-    lr: float
-    task: str = "reverse"
-    curve_batch: int = 32
-    curve_points: int = 3000
-    threads: int | None = None
-
-
-SIZES: dict[str, NoNormSize] = {
-    "cpu": NoNormSize(
-        depth=10,
-        d_model=32,
-        n_heads=4,
-        vocab=16,
-        n_items=6,
-        batch=16,
-        steps=90,
-        lr=5e-3,
-        threads=1,
-    ),
-    "cuda": NoNormSize(
-        depth=24,
-        d_model=256,
-        n_heads=8,
-        vocab=64,
-        n_items=16,
-        batch=64,
-        steps=1000,
-        lr=1e-3,
-        curve_batch=256,
-    ),
-}
-
-#: The variants compared, in the order of the tables: the GPTConfig switches of each.
-VARIANTS: dict[str, dict[str, Any]] = {
-    "layernorm": {"norm": "layernorm"},
-    "rmsnorm": {"norm": "rmsnorm"},
-    "dyt": {"norm": "dyt"},
-    "rezero": {"norm": "none", "residual_scale": "rezero"},
-    "none": {"norm": "none"},
-}
-#: How the page names each variant.
-LABELS = {
-    "layernorm": "LayerNorm",
-    "rmsnorm": "RMSNorm",
-    "dyt": "DyT",
-    "rezero": "ReZero (no norm)",
-    "none": "no norm",
-}
-
-
-def variant_config(name: str, size: NoNormSize, seed: int = 0):
-    """The :class:`~normedu.transformer.GPTConfig` of variant ``name`` at ``size`` (Pre-Norm)."""
-    from ..sequence_tasks import seq_len
-    from ..transformer import GPTConfig
-
-    if name not in VARIANTS:
-        raise ValueError(f"unknown variant {name!r}; choose one of {tuple(VARIANTS)}")
-    return GPTConfig(
-        vocab=size.vocab,
-        d_model=size.d_model,
-        n_heads=size.n_heads,
-        n_layers=size.depth,
-        max_len=seq_len(size.task, size.n_items),
-        placement="pre",
-        seed=seed,
-        **VARIANTS[name],
-    )
-
-
-def _batch(size: NoNormSize, batch: int, seed: int, device):
-    from ..sequence_tasks import make_batch
-
-    return make_batch(size.task, batch, size.n_items, size.vocab, seed=seed, device=device)
-
-
 # --------------------------------------------------------------------------- ReZero at init
 
 
@@ -162,19 +83,27 @@ class RezeroIdentity:
     - max_stream_change: max |residual stream after the last block - stream entering block 0|.
     - block_grads: ||dL/d(output of block l)|| for every block, input side first.
     - max_grad_change: max |dL/d(output of block l) - dL/d(output of the last block)| over l.
+    - gate_grads: dL/d(gate) of every gate (two per block), input side first.
+    - lr, gates_after_step: Adam's learning rate (the comparison's) and every gate after one
+      Adam step from zero, in the same order.
     """
 
     depth: int
     max_stream_change: float
     block_grads: list[float]
     max_grad_change: float
+    gate_grads: list[float] = field(default_factory=list)
+    lr: float = 0.0
+    gates_after_step: list[float] = field(default_factory=list)
 
 
 def rezero_identity(depth: int = 10, d_model: int = 32, seed: int = 0) -> RezeroIdentity:
-    """Build a ReZero TinyGPT and check the identity at init, forward and backward."""
+    """Build a ReZero TinyGPT and check the identity at init, forward and backward; then take
+    one Adam step (the comparison's learning rate and betas) and record where the gates land."""
     import torch
 
     from ..sequence_tasks import lm_loss
+    from ..training import adam
     from ..transformer import TinyGPT
 
     size = SIZES["cpu"]
@@ -193,30 +122,13 @@ def rezero_identity(depth: int = 10, d_model: int = 32, seed: int = 0) -> Rezero
     grads = [o.grad for o in outs]
     change = float((x - x0).detach().abs().max())
     grad_change = max(float((g - grads[-1]).abs().max()) for g in grads)
-    return RezeroIdentity(depth, change, [float(g.norm()) for g in grads], grad_change)
-
-
-def stream_rms(names=("layernorm", "none", "rezero"), preset: str | None = None, seed: int = 0):
-    """RMS of the residual stream at initialization: ``{name: [entering block 1, after block
-    1, ..., after block L]}`` for each variant, on one batch of the comparison's task and size."""
-    import torch
-
-    from ..device import choose
-    from ..transformer import TinyGPT
-
-    size = SIZES[preset] if preset else choose(SIZES)
-    b = _batch(size, 16, seed, None)
-    out = {}
-    with torch.no_grad():
-        for name in names:
-            model = TinyGPT(variant_config(name, size, seed))
-            x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
-            rms = [float(x.pow(2).mean().sqrt())]
-            for block in model.blocks:
-                x = block(x)
-                rms.append(float(x.pow(2).mean().sqrt()))
-            out[name] = rms
-    return out
+    gates = [g for blk in model.blocks for g in (blk.gate1, blk.gate2)]
+    gate_grads = [float(g.grad) for g in gates]
+    adam(model.parameters(), lr=size.lr, betas=(0.9, 0.98)).step()
+    after = [float(g.detach()) for g in gates]
+    return RezeroIdentity(
+        depth, change, [float(g.norm()) for g in grads], grad_change, gate_grads, size.lr, after
+    )
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -235,6 +147,12 @@ class Run:
       training, on a held-out batch, input side first.
     - scalars: DyT's alphas (one per DyT, input side first, the final one last) or ReZero's
       gates (two per block) after training; [] for the others.
+    - long_losses, final_loss_long, trained_long: for the variants that go on to
+      ``long_steps``, the losses of the steps after ``steps``, and the final loss and verdict
+      at ``long_steps`` (same definitions); [] and None for the others.
+
+    Everything but the ``long`` fields (gradients and scalars included) is measured at
+    ``steps``, so that every variant is compared after the same training.
     """
 
     name: str
@@ -247,10 +165,18 @@ class Run:
     grad_init: list[float]
     grad_end: list[float]
     scalars: list[float] = field(default_factory=list)
+    long_losses: list[float] = field(default_factory=list)
+    final_loss_long: float | None = None
+    trained_long: bool | None = None
 
     @property
     def label(self) -> str:
         return LABELS[self.name]
+
+
+def tail_mean(losses) -> float:
+    """A run's final loss: the mean over the last tenth of its steps (at least one)."""
+    return float(np.mean(losses[-max(1, len(losses) // 10) :]))
 
 
 @dataclass
@@ -270,7 +196,11 @@ class Comparison:
 
     def speed_vs_layernorm(self, name: str) -> float:
         """Tokens per second of ``name`` over LayerNorm's, in this one run."""
-        return self.run(name).tokens_per_s / self.run("layernorm").tokens_per_s
+        return self.speed_vs(name, "layernorm")
+
+    def speed_vs(self, name: str, reference: str) -> float:
+        """Tokens per second of ``name`` over ``reference``'s, in this one run."""
+        return self.run(name).tokens_per_s / self.run(reference).tokens_per_s
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -301,27 +231,29 @@ def _scalars(model) -> list[float]:
     return alphas + gates
 
 
-def compare(preset: str | None = None, progress: bool = False) -> Comparison:
+def compare(preset: str | None = None, progress: bool = False, **changes) -> Comparison:
     """Train every variant of :data:`VARIANTS` on the same batches, in lockstep; see the module
-    docstring. Cached per preset (None: the device's); ``progress`` shows a text bar on
+    docstring. ``changes`` replace fields of the preset's :class:`NoNormSize` (``depth=4``).
+    Cached per preset (None: the device's) and changes; ``progress`` shows a text bar on
     stderr and is not part of the key."""
     preset = preset or preset_name()
-    if preset not in _COMPARISONS:
-        _COMPARISONS[preset] = _compare(preset, progress)
-    return _COMPARISONS[preset]
+    key = (preset, *sorted(changes.items()))
+    if key not in _COMPARISONS:
+        size = replace(SIZES[preset], **changes)
+        _COMPARISONS[key] = _compare(size, preset, progress)
+    return _COMPARISONS[key]
 
 
-_COMPARISONS: dict[str, Comparison] = {}
+_COMPARISONS: dict[tuple, Comparison] = {}
 
 
-def _compare(preset: str, progress: bool) -> Comparison:
+def _compare(size: NoNormSize, preset: str, progress: bool) -> Comparison:
     import torch
 
     from ..sequence_tasks import chance_loss, lm_loss, seq_len
     from ..training import adam
     from ..transformer import TinyGPT
 
-    size = SIZES[preset]
     device = pick_device("cuda" if preset == "cuda" else "cpu")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     names = list(VARIANTS)
@@ -369,8 +301,7 @@ def _compare(preset: str, progress: bool) -> Comparison:
         tokens = size.batch * seq_len(size.task, size.n_items)
         runs = []
         for n in names:
-            tail = losses[n][-max(1, size.steps // 10) :]
-            final = float("nan") if diverged[n] else float(np.mean(tail))
+            final = float("nan") if diverged[n] else tail_mean(losses[n])
             runs.append(
                 Run(
                     n,
@@ -385,6 +316,27 @@ def _compare(preset: str, progress: bool) -> Comparison:
                     _scalars(models[n]),
                 )
             )
+        # The longer runs: the same models and optimizers, on the next batches of the stream,
+        # so their first ``steps`` steps are the ones above. Untimed (the speeds are the
+        # lockstep's).
+        for r in runs:
+            if r.name not in size.long_variants or r.diverged or size.long_steps <= size.steps:
+                continue
+            more = []
+            for step in range(size.steps, size.long_steps):
+                b = _batch(size, size.batch, 10_000 + step, device)
+                loss = lm_loss(models[r.name](b.x), b)
+                opts[r.name].zero_grad(set_to_none=True)
+                loss.backward()
+                opts[r.name].step()
+                more.append(loss.item())
+                if not np.isfinite(more[-1]):
+                    more += [float("nan")] * (size.long_steps - step - 1)
+                    break
+            r.long_losses = more
+            whole = r.losses + more
+            r.final_loss_long = tail_mean(whole) if np.all(np.isfinite(whole)) else float("nan")
+            r.trained_long = bool(r.final_loss_long < 0.5 * chance)
         ln_model = models["layernorm"].cpu()
         curve = ln_curve(ln_model, _batch(size, size.curve_batch, 2, None), size.curve_points)
     return Comparison(runs, asdict(size), chance, curve)

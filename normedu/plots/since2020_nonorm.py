@@ -57,7 +57,8 @@ def curve_figure(res: Comparison, demos: list[TokenScaleDemo], shown: float = 1.
     fit = curve.fit()
     a.scatter(curve.x, curve.y, s=3, alpha=0.3, color=COLORS["layernorm"], rasterized=True)
     _fit_lines(a, curve.x, fit)
-    a.set_title(f"Trained TinyGPT, LayerNorm '{curve.shown}'", fontsize=10)
+    which = "final LayerNorm" if curve.shown == "final" else f"LayerNorm of {curve.shown}"
+    a.set_title(f"Trained TinyGPT, {which}", fontsize=10)
     a.set_xlabel("input x (one element)")
     a.set_ylabel("normalized output (before γ, β)")
     a.legend(fontsize=8, loc="upper left")
@@ -87,25 +88,36 @@ def curve_figure(res: Comparison, demos: list[TokenScaleDemo], shown: float = 1.
 
 
 def training_figure(res: Comparison) -> Figure:
-    """Training loss of every variant against the step, with the chance level."""
+    """Training loss of every variant against the step, with the chance level; the variants
+    that went on past the lockstep steps are drawn to the end of their longer run, and a
+    vertical line marks where the lockstep part ends."""
+    from ..claims.since2020_nonorm import _outcome
+
     fig, ax = figure(1, 1, width=7.5, height=4.4)
+    size = res.size
+    top = res.chance_loss
     for run in res.runs:
         st = variant_style(run.name)
-        losses = np.asarray(run.losses, dtype=float)
-        outcome = "diverged" if run.diverged else ("trained" if run.trained else "did not train")
+        losses = np.asarray(run.losses + run.long_losses, dtype=float)
+        label = f"{run.label}: {_outcome(run)} at {size['steps']}"
+        if run.long_losses:
+            label += f", {_outcome(run, long=True)} at {size['long_steps']}"
         ax.plot(
             np.arange(1, len(losses) + 1),
             losses,
             color=st["color"],
             ls=st["linestyle"],
             lw=1.5,
-            label=f"{run.label}: {outcome}",
+            label=label,
         )
+        if np.isfinite(losses).any():
+            top = max(top, float(np.nanmax(losses)))
     ax.axhline(res.chance_loss, color="black", lw=0.8, ls=":", label="chance: ln(V−2)")
+    if any(r.long_losses for r in res.runs):
+        ax.axvline(size["steps"], color="grey", lw=0.8, ls="-.")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (answer tokens)")
-    ax.set_ylim(0, max(2 * res.chance_loss, 1.0))
-    size = res.size
+    ax.set_ylim(0, 1.05 * top)  # every curve whole, the first steps included
     ax.set_title(
         f"{size['depth']} blocks, d_model {size['d_model']}, Adam lr {size['lr']:g}, no warm-up",
         fontsize=10,
@@ -117,7 +129,7 @@ def training_figure(res: Comparison) -> Figure:
 def grad_figure(res: Comparison) -> Figure:
     """‖dL/d(block output)‖ per block, at initialization (left) and after training (right)."""
     fig, axes = figure(1, 2, width=11.5, height=4.2, sharey=True)
-    panels = (("grad_init", "At initialization"), ("grad_end", "After training"))
+    panels = (("grad_init", "At initialization"), ("grad_end", f"After {res.size['steps']} steps"))
     for ax, (key, title) in zip(axes, panels, strict=True):
         for run in res.runs:
             g = np.asarray(getattr(run, key), dtype=float)

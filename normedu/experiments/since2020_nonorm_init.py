@@ -1,0 +1,90 @@
+"""Training without normalization: what a freshly built stack's stream and branches see.
+
+- :func:`stream_rms`: the residual stream's RMS after every block, at initialization.
+- :func:`init_scales`: what the branches read (the RMS of every norm's output) and the RMS of
+  the logits, at initialization.
+
+Part of the chapter "Training without normalization"; :mod:`.since2020_nonorm` re-exports
+every name and holds the sizes and variants these read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .since2020_nonorm_setup import SIZES, _batch, variant_config
+
+__all__ = ["stream_rms", "InitScales", "init_scales"]
+
+
+def stream_rms(names=("layernorm", "none", "rezero"), preset: str | None = None, seed: int = 0):
+    """RMS of the residual stream at initialization: ``{name: [entering block 1, after block
+    1, ..., after block L]}`` for each variant, on one batch of the comparison's task and size."""
+    import torch
+
+    from ..device import choose
+    from ..transformer import TinyGPT
+
+    size = SIZES[preset] if preset else choose(SIZES)
+    b = _batch(size, 16, seed, None)
+    out = {}
+    with torch.no_grad():
+        for name in names:
+            model = TinyGPT(variant_config(name, size, seed))
+            x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
+            rms = [float(x.pow(2).mean().sqrt())]
+            for block in model.blocks:
+                x = block(x)
+                rms.append(float(x.pow(2).mean().sqrt()))
+            out[name] = rms
+    return out
+
+
+@dataclass(frozen=True)
+class InitScales:
+    """What a freshly built stack's branches read, on one batch of the comparison.
+
+    - embedding_rms: RMS of the stream entering block 1 (what the first norm reads).
+    - branch_input_rms: mean over the blocks' norms (norm1, norm2) of the RMS of their outputs,
+      which is what the attention and MLP branches read.
+    - logits_rms: RMS of the logits.
+    """
+
+    embedding_rms: float
+    branch_input_rms: float
+    logits_rms: float
+
+
+def init_scales(names=("layernorm", "dyt"), preset: str | None = None, seed: int = 0):
+    """``{name: InitScales}`` for freshly built stacks of the comparison's size."""
+    import torch
+
+    from ..device import choose
+    from ..transformer import TinyGPT
+
+    size = SIZES[preset] if preset else choose(SIZES)
+    b = _batch(size, 16, seed, None)
+    out = {}
+    with torch.no_grad():
+        for name in names:
+            model = TinyGPT(variant_config(name, size, seed))
+            x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
+            read: list[float] = []
+            hooks = [
+                norm.register_forward_hook(
+                    lambda _m, _i, o, read=read: read.append(float(o.pow(2).mean().sqrt()))
+                )
+                for blk in model.blocks
+                for norm in (blk.norm1, blk.norm2)
+            ]
+            logits = model(b.x)
+            for h in hooks:
+                h.remove()
+            out[name] = InitScales(
+                float(x.pow(2).mean().sqrt()),
+                float(np.mean(read)),
+                float(logits.pow(2).mean().sqrt()),
+            )
+    return out
