@@ -148,6 +148,10 @@ def test_difference_and_crossover_rules():
     assert d["diff"] == pytest.approx(-0.10)
     assert d["se"] == pytest.approx(math.sqrt(0.0002 / 2 + 0.0002 / 2))
     assert d["clear"]
+    # Paired: the spread of the per-seed differences (0.02 and 0.04 here), not of each side.
+    p = CN.difference([0.12, 0.30], [0.10, 0.26], paired=True)
+    assert p["se"] == pytest.approx(np.std([0.02, 0.04], ddof=1) / math.sqrt(2))
+    assert p["clear"] and not CN.difference([0.12, 0.30], [0.10, 0.26])["clear"]
     assert not CN.difference([0.1], [0.2])["clear"]  # one seed: no spread, never clear
     # Seeds that agree exactly: the standard error falls back to the resolution, not to zero.
     tied = CN.difference([0.036, 0.036], [0.033, 0.033], resolution=1 / 450)

@@ -262,3 +262,27 @@ def test_claims_are_registered_and_follow_their_rules(tmp_path, monkeypatch):
     middle = gs["best"] not in (1, gs["channels"]) and ends_beaten
     assert got["gn.groups"].verdict == ("confirmed" if middle else "not reproduced")
     assert f"batch {sweep['batch_sizes'][0]}" in got["gn.cnn_small_batch"].measured
+
+
+def test_cnn_sweep_verdict_names_the_winner_of_each_clear_size():
+    from normedu.claims import groupnorm as GC
+
+    noise = {"diff": 0.004, "se": 0.004, "clear": False}
+    gn_wins = {"diff": -0.03, "se": 0.005, "clear": True}
+    sweep = {
+        "batch_sizes": [2, 4, 8, 16],
+        "seeds": [0, 1],
+        "crossover": None,  # GroupNorm is not clearly better at batch 2
+        "gn_minus_bn": [noise, noise, gn_wins, noise],
+        "batchnorm_all": [[0.05, 0.06]] * 4,
+        "groupnorm_all": [[0.05, 0.07]] * 4,
+    }
+    text = GC.describe_cnn_sweep(sweep)
+    assert "at batch 8 GroupNorm is the better one" in text
+    assert "BatchNorm is the better one" not in text
+    sweep["gn_minus_bn"] = [noise, {"diff": 0.03, "se": 0.005, "clear": True}, gn_wins, noise]
+    text = GC.describe_cnn_sweep(sweep)
+    assert "at batch 8 GroupNorm is the better one" in text
+    assert "at batch 4 BatchNorm is the better one" in text
+    sweep["gn_minus_bn"] = [noise] * 4
+    assert "nor is any difference" in GC.describe_cnn_sweep(sweep)

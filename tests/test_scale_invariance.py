@@ -76,3 +76,6 @@ def test_train_follows_the_norm_identity_and_grows_without_decay():
     assert np.all(np.diff(np.append(plain["norm"], plain["final_norm"])) > 0)
     np.testing.assert_allclose(plain["eff_lr"], 0.5 / plain["norm"] ** 2)
     assert np.abs(plain["cos"]).max() < 1e-4
+    # With g ⟂ W the step (1 − ηλ)W − ηg turns W by atan(η‖g‖ / ((1 − ηλ)‖W‖)).
+    expected = np.arctan(0.5 * decay["grad_norm"] / ((1 - 0.5 * 0.1) * decay["norm"]))
+    np.testing.assert_allclose(decay["turn"], expected, rtol=1e-4)

@@ -135,6 +135,54 @@ def cnn_small_batch(dev: str) -> Claim:
     )
 
 
+def _batches(sizes: list[int]) -> str:
+    return "batch " + ", ".join(map(str, sizes))
+
+
+def describe_cnn_sweep(sw: dict) -> str:
+    """The verdict on the CNN's BatchNorm-vs-GroupNorm sweep, in words, for the page.
+
+    ``sw``: :func:`normedu.experiments.convnet.batch_size_sweep`'s result (``batch_sizes``,
+    ``seeds``, ``crossover``, ``gn_minus_bn``, ``batchnorm_all``, ``groupnorm_all``). Sizes where
+    one norm is better by more than twice the standard error are named with their winner.
+    """
+    bs, cross, diffs = sw["batch_sizes"], sw["crossover"], sw["gn_minus_bn"]
+    if cross is not None:
+        return (
+            f"**GroupNorm beats BatchNorm at batch {cross} and below** (by more than twice the "
+            "standard error of the difference at every one of those sizes)."
+        )
+    clear_gn = [b for b, d in zip(bs, diffs, strict=True) if d["clear"] and d["diff"] < 0]
+    clear_bn = [b for b, d in zip(bs, diffs, strict=True) if d["clear"] and d["diff"] > 0]
+    gn_lower = [b for b, d in zip(bs, diffs, strict=True) if d["diff"] < 0]
+    seed_spread = 100 * max(
+        max(e) - min(e) for n in ("batchnorm", "groupnorm") for e in sw[f"{n}_all"]
+    )
+    norm_gap = 100 * max(abs(d["diff"]) for d in diffs)
+    wins = [
+        f"at {_batches(sizes)} {name} is the better one"
+        for sizes, name in ((clear_gn, "GroupNorm"), (clear_bn, "BatchNorm"))
+        if sizes
+    ]
+    return (
+        "**No crossover at these sizes.** GroupNorm does not beat BatchNorm by more than twice "
+        f"the standard error of the difference at the smallest batch, {bs[0]}"
+        + (
+            "; a difference that large appears only where named: " + ", and ".join(wins)
+            if wins
+            else " (nor is any difference between them that large at any batch size)"
+        )
+        + ". GroupNorm's mean error is "
+        + (
+            f"lower at {_batches(gn_lower)} and not at the others"
+            if gn_lower
+            else "lower at none of the batch sizes"
+        )
+        + f". The {len(sw['seeds'])} seeds of one setting differ by up to {seed_spread:.1f} "
+        f"points, the two norms' means by at most {norm_gap:.1f}."
+    )
+
+
 def groups_choice(dev: str) -> Claim:
     """gn.groups: an intermediate G beats both ends (Wu & He, Table 3), on the CNN."""
     from ..experiments import convnet as CN

@@ -125,8 +125,8 @@ def scale_invariance() -> Claim:
     return Claim(
         id="jacobian.scale_invariance",
         chapter=CHAPTER,
-        claim="The gradient of weights feeding a normalization is orthogonal to them, so plain "
-        "SGD only grows their norm and the effective learning rate η/‖w‖² falls",
+        claim="The gradient of bias-free weights feeding a normalization is orthogonal to "
+        "them, so plain SGD only grows their norm and the effective learning rate η/‖w‖² falls",
         source=cite("vanlaarhoven2017l2"),
         measured=f"Linear → LayerNorm on the digits, {len(p['norm'])} SGD steps: max |cos(w, g)| "
         f"{np.abs(p['cos']).max():.0e}; ‖w‖ {p['norm'][0]:.2f} → {p['final_norm']:.2f}; "

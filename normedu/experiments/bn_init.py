@@ -6,12 +6,13 @@ each take ONE backward pass on a batch of digits. The measured quantity is the r
 gradient norms of the first and the last hidden weight matrices,
 ``‖∂L/∂W_1‖ / ‖∂L/∂W_L‖``; nothing is trained.
 
-Why BatchNorm makes it grow (the back-of-the-envelope form of Yang et al. 2019's mean-field
-result): a BN layer's input is ``W relu(x̂)`` with ``x̂`` of unit variance; ``relu`` of a
-standard normal has variance (π − 1)/(2π), and He init doubles it, so each BN divides by a
-batch standard deviation σ ≈ sqrt((π − 1)/π) ≈ 0.83 < 1. The backward pass divides by the
-same σ, so every block multiplies the gradient norm by about 1/σ = sqrt(π/(π − 1)) ≈ 1.21
-(:data:`RELU_BN_RATE`); without a norm, He init keeps it at 1 on average.
+Why BatchNorm makes it grow (K. Luther's 2020 back-of-the-envelope form of Yang et al.
+2019's mean-field result): a BN layer's input is ``W relu(x̂)`` with ``x̂`` of unit
+variance; ``relu`` of a standard normal has variance (π − 1)/(2π), and He init doubles it,
+so each BN divides by a batch standard deviation σ ≈ sqrt((π − 1)/π) ≈ 0.83 < 1. The
+backward pass divides by the same σ, so every block multiplies the gradient norm by about
+1/σ = sqrt(π/(π − 1)) ≈ 1.21 (:data:`RELU_BN_RATE`); without a norm, He init keeps it at 1
+on average.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ def init_gradient_ratio(
     ``depth`` hidden blocks of ``width`` (``norm``: ``"batchnorm"`` or ``"none"``; BN in
     training mode), a batch of ``batch`` training digits drawn with ``seed`` (which also seeds
     the weights), cross-entropy loss. Returns ``(‖∂L/∂W_1‖ / ‖∂L/∂W_depth‖, mean batch std of
-    the BN inputs)`` (the second is nan without a norm).
+    the BN inputs after the first block)`` (the second is nan without a norm, or with one
+    block). The first BN layer is left out of the mean: its input is ``W_1 x`` on the digits,
+    not ``W relu(x̂)``, which is what :data:`RELU_BN_SIGMA` predicts.
     """
     from ..mlp import deep_mlp
 
@@ -61,7 +64,7 @@ def init_gradient_ratio(
         h.remove()
     lins = hidden_linears(model)
     ratio = float(lins[0].weight.grad.norm() / lins[-1].weight.grad.norm())
-    sigma = float(torch.cat(stds).mean()) if stds else float("nan")
+    sigma = float(torch.cat(stds[1:]).mean()) if len(stds) > 1 else float("nan")
     return ratio, sigma
 
 
@@ -85,7 +88,8 @@ def growth_with_depth(
     """:func:`init_gradient_ratio` for every depth and seed, with and without BatchNorm.
 
     Returns ``{"depths", "seeds", "width", "batch", "ratio": {norm: [[per seed] per depth]},
-    "rate": {norm: fitted growth per block}, "sigma": mean batch std of the BN inputs}``,
+    "rate": {norm: fitted growth per block}, "sigma": mean batch std of the BN inputs after
+    the first block}``,
     norms ``"batchnorm"`` and ``"none"``. Cached: the chapter and its claims share one run.
     """
     return _growth(tuple(depths), tuple(seeds), width, batch)

@@ -128,9 +128,14 @@ def train_cnn(
     return model, err
 
 
-def difference(a: list[float], b: list[float], resolution: float = 0.0) -> dict:
-    """Mean of ``a`` minus mean of ``b`` and its standard error (sample stds, unpaired).
+def difference(
+    a: list[float], b: list[float], resolution: float = 0.0, paired: bool = False
+) -> dict:
+    """Mean of ``a`` minus mean of ``b`` and its standard error (sample stds).
 
+    ``paired``: ``a[i]`` and ``b[i]`` come from the same seed, so the standard error is that
+    of the per-seed differences, sd(a − b)/√n (same length required); otherwise the two sides
+    are independent samples, sqrt(var(a)/n_a + var(b)/n_b).
     ``resolution``: the smallest step of the measured quantity (one test image's share of the
     test error); the standard error is never taken below it, since two seeds that happen to
     score the same do not prove that seeds do not matter. ``clear`` is True when the
@@ -140,7 +145,12 @@ def difference(a: list[float], b: list[float], resolution: float = 0.0) -> dict:
     diff = float(np.mean(a) - np.mean(b))
     if min(len(a), len(b)) < 2:
         return {"diff": diff, "se": math.inf, "clear": False}
-    se = float(math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b)))
+    if paired:
+        if len(a) != len(b):
+            raise ValueError(f"paired difference needs equal lengths, got {len(a)} and {len(b)}")
+        se = float(np.std(np.subtract(a, b), ddof=1) / math.sqrt(len(a)))
+    else:
+        se = float(math.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b)))
     se = max(se, resolution)
     return {"diff": diff, "se": se, "clear": abs(diff) > 2 * se}
 
@@ -268,7 +278,8 @@ def position_comparison(norm: str = "batchnorm", preset: str | None = None) -> d
     """The CNN with ``norm`` before vs after the ReLU, same batch size, epochs and seeds.
 
     Returns ``{"batch", "epochs", "seeds", "before": [error per seed], "after": [...],
-    "after_minus_before": difference(after, before)}``.
+    "after_minus_before": difference(after, before, paired)}``: seed ``s`` trains both
+    placements from the same seed and order of batches, so the seeds are paired.
     """
     size = SIZES[preset] if preset else choose(SIZES)
     out: dict = {
@@ -283,5 +294,5 @@ def position_comparison(norm: str = "batchnorm", preset: str | None = None) -> d
             )[1]
             for s in size.position_seeds
         ]
-    out["after_minus_before"] = difference(out["after"], out["before"], _one_image())
+    out["after_minus_before"] = difference(out["after"], out["before"], _one_image(), paired=True)
     return out

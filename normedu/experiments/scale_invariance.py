@@ -82,7 +82,8 @@ def train(
     Minibatches of ``batch`` training digits, reshuffled each pass. Returns arrays over the
     ``steps`` steps, each measured before the step's update: ``norm`` (‖W‖), ``grad_norm``
     (‖g‖, the loss gradient without the decay term), ``cos`` (cosine of W and g), ``c``
-    (‖g‖ · ‖W‖), ``eff_lr`` (η / ‖W‖²), ``loss``; plus ``final_norm``, ``test_acc``,
+    (‖g‖ · ‖W‖), ``eff_lr`` (η / ‖W‖²), ``loss``, ``turn`` (the angle in radians between W
+    before and after the step's update); plus ``final_norm``, ``test_acc``,
     ``step_residual`` (largest relative gap between the measured ‖W_{t+1}‖² and
     (1 − ηλ)² ‖W_t‖² + η² ‖g_t‖²) and the settings.
     """
@@ -93,7 +94,7 @@ def train(
     rest = [p for p in net.parameters() if p is not w]
     opt = torch.optim.SGD([{"params": [w], "weight_decay": wd}, {"params": rest}], lr=lr)
     gen = torch.Generator().manual_seed(seed)
-    rec = {k: np.empty(steps) for k in ("norm", "grad_norm", "cos", "loss")}
+    rec = {k: np.empty(steps) for k in ("norm", "grad_norm", "cos", "loss", "turn")}
     perm, pos = torch.randperm(len(x), generator=gen), 0
     for t in range(steps):
         if pos + batch > len(x):
@@ -106,7 +107,12 @@ def train(
         wn, gn = float(w.detach().norm()), float(w.grad.norm())
         rec["norm"][t], rec["grad_norm"][t], rec["loss"][t] = wn, gn, loss.item()
         rec["cos"][t] = float((w.detach() * w.grad).sum()) / (wn * gn)
+        before = w.detach() / wn
         opt.step()
+        # The angle from the chord between unit vectors: accurate for small turns, where
+        # arccos of a cosine near 1 loses half the digits.
+        chord = float((w.detach() / w.detach().norm() - before).norm())
+        rec["turn"][t] = 2 * np.arcsin(min(chord / 2, 1.0))
     final = float(w.detach().norm())
     after = np.append(rec["norm"][1:], final) ** 2
     predicted = (1 - lr * wd) ** 2 * rec["norm"] ** 2 + lr**2 * rec["grad_norm"] ** 2
@@ -131,7 +137,9 @@ def runs(lr: float = 0.5, wd: float = 0.01, steps: int = 400) -> dict:
     The equilibrium uses the root mean square of the measured ``c`` over the decay run's last
     quarter (``"c_rms"``); ``"measured"`` is the mean ‖W‖ over the same steps, ``"predicted"``
     and ``"predicted_first_order"`` come from :func:`equilibrium_norm`, and
-    ``"angular_step"`` is √(2ηλ), the rotation per step at equilibrium (radians).
+    ``"angular_step"`` is √(2ηλ), the rotation per step at equilibrium (radians), and
+    ``"turn_rms"`` (``{"plain", "decay"}``) the measured root mean square of each run's
+    per-step rotation over the same steps.
     """
     plain, decay = train(lr, 0.0, steps), train(lr, wd, steps)
     tail = slice(3 * steps // 4, None)
@@ -147,4 +155,8 @@ def runs(lr: float = 0.5, wd: float = 0.01, steps: int = 400) -> dict:
         "predicted": equilibrium_norm(lr, wd, c_rms),
         "predicted_first_order": equilibrium_norm(lr, wd, c_rms, first_order=True),
         "angular_step": float(np.sqrt(2 * lr * wd)),
+        "turn_rms": {
+            k: float(np.sqrt(np.mean(r["turn"][tail] ** 2)))
+            for k, r in (("plain", plain), ("decay", decay))
+        },
     }
