@@ -101,6 +101,35 @@ def test_init_grad_norms_tiny(tiny):
     assert E.InitGradNorms.from_json(json.loads(json.dumps(res.to_json()))) == res
 
 
+def test_per_token_gradient_against_one_backward_per_token(tiny):
+    """The hook's per-token mean, against the per-token gradients taken one at a time: each
+    scored token's own loss backpropagated alone, the norm of the last W2's gradient."""
+    import torch.nn.functional as F
+
+    from normedu.sequence_tasks import IGNORE, lm_loss, make_batch, seq_len
+    from normedu.transformer import GPTConfig, TinyGPT
+
+    cfg = GPTConfig(vocab=10, d_model=16, n_heads=2, n_layers=2, max_len=seq_len("reverse", 3))
+    model = TinyGPT(cfg)
+    b = make_batch("reverse", 3, 3, 10, seed=0)
+    fc2 = model.blocks[-1].mlp.fc2
+    with E._token_grads(fc2) as got:
+        lm_loss(model(b.x), b).backward()
+    batch = float(fc2.weight.grad.norm())
+    one_at_a_time = []
+    for i, t in (b.y != IGNORE).nonzero().tolist():
+        model.zero_grad()
+        F.cross_entropy(model(b.x)[i, t][None], b.y[i, t][None]).backward()
+        one_at_a_time.append(float(fc2.weight.grad.norm()))
+    assert got[0] == pytest.approx(np.mean(one_at_a_time), rel=1e-5)
+    # the batch gradient is the mean of the per-token ones: never longer than their mean norm
+    assert batch < got[0]
+    res = E.init_grad_norms("cpu")
+    assert res.has_tokens and ((res.alignment("pre") > 0) & (res.alignment("pre") <= 1)).all()
+    tok = res.last_layer_token("post")
+    assert res.token_slope("post") == pytest.approx(np.log(tok[1] / tok[0]) / np.log(2))
+
+
 def test_train_stability_tiny(tiny):
     res = E.train_stability("cpu")
     assert [(r.placement, r.warmup) for r in res.runs] == [

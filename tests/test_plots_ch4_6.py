@@ -301,4 +301,9 @@ def test_scaling_figure_states_each_fitted_slope():
     labels = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
     assert "Pre-LN fit: slope 0.50 (predicted 0.5)" in labels
     assert "Post-LN fit: slope 0.00 (predicted 0)" in labels  # no "-0.00"
-    assert "Pre-LN fit: slope -0.50 (predicted -0.5)" in labels
+    assert "Pre-LN batch fit: slope -0.50 (predicted -0.5)" in labels
+    assert not any("per-token" in x for x in labels)  # not measured: not drawn
+    init.token = {p: {str(d): 3.0 * d**-0.5 for d in depths} for p in ("pre", "post")}
+    fig = PP.scaling_figure(init, E.EXPECTED_SLOPES)
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
+    assert "Post-LN per-token fit: slope -0.50 (predicted 0)" in labels

@@ -201,6 +201,12 @@ class InitGradNorms:
     ``stream[placement][str(depth)]``: L floats, the root-mean-square over tokens of the
     per-token norm ||x_l|| of the residual stream after block l = 1 .. L (empty in results
     stored before it was measured).
+    ``token[placement][str(depth)]``: the per-token gradient of the last block's W2 weight,
+    mean over scored tokens t of ||a_t|| * ||h_t|| (h_t: fc2's input at token t, a_t: the
+    gradient of token t's own loss at fc2's output), averaged over seeds; step 3 of the chapter
+    derives this one-token quantity. ``batch[placement][str(depth)]``: the same matrix's
+    gradient of the mean loss, ||sum_t a_t h_t^T|| / n, averaged over seeds (weight only, no
+    bias). Both empty in results stored before they were measured.
     """
 
     depths: list[int]
@@ -209,6 +215,8 @@ class InitGradNorms:
     seeds: int
     norm: str = "layernorm"
     stream: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    token: dict[str, dict[str, float]] = field(default_factory=dict)
+    batch: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def profile(self, placement: str, depth: int) -> np.ndarray:
         return np.asarray(self.norms[placement][str(depth)])
@@ -229,6 +237,28 @@ class InitGradNorms:
     def depth_slope(self, placement: str) -> float:
         """Exponent k of the fit last-layer gradient ~ L^k over the depths."""
         return loglog_slope(self.depths, self.last_layer(placement))
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether the per-token gradients were measured (not in older stored results)."""
+        return bool(self.token)
+
+    def last_layer_token(self, placement: str) -> np.ndarray:
+        """Per-token last-layer W2 gradient (mean ||a_t||*||h_t||), one per depth."""
+        return np.array([self.token[placement][str(d)] for d in self.depths])
+
+    def token_slope(self, placement: str) -> float:
+        """Exponent k of the fit per-token last-layer gradient ~ L^k over the depths."""
+        return loglog_slope(self.depths, self.last_layer_token(placement))
+
+    def alignment(self, placement: str) -> np.ndarray:
+        """||batch gradient|| / mean per-token gradient of the last W2, one per depth.
+
+        1 if every token's gradient a_t h_t^T points the same way, about 1/sqrt(n) for n
+        unrelated ones: how much the per-token outer products add up rather than cancel.
+        """
+        batch = np.array([self.batch[placement][str(d)] for d in self.depths])
+        return batch / self.last_layer_token(placement)
 
     def stream_profile(self, placement: str, depth: int | None = None) -> np.ndarray:
         """||x_l|| after blocks 1 .. L of the stack of ``depth`` layers (None: the deepest)."""
@@ -276,11 +306,14 @@ def _init_grad_norms(preset: str, norm: str) -> InitGradNorms:
     device = pick_device("cuda" if preset == "cuda" else "cpu")
     norms: dict[str, dict[str, list[float]]] = {"post": {}, "pre": {}}
     stream: dict[str, dict[str, list[float]]] = {"post": {}, "pre": {}}
+    token: dict[str, dict[str, float]] = {"post": {}, "pre": {}}
+    batch: dict[str, dict[str, float]] = {"post": {}, "pre": {}}
     t = seq_len(size.task, size.n_items)
     with threads(size.threads):
         for depth in size.depths:
             for placement in ("post", "pre"):
                 acc, sq = np.zeros(depth), np.zeros(depth)
+                tok = bat = 0.0
                 for seed in range(size.seeds):
                     cfg = GPTConfig(
                         vocab=size.vocab,
@@ -294,15 +327,49 @@ def _init_grad_norms(preset: str, norm: str) -> InitGradNorms:
                     )
                     model = TinyGPT(cfg).to(device)
                     b = _task_batch(size.vocab, size.task, size.batch, size.n_items, seed, device)
-                    with _stream_norms(model) as seen:
+                    last = model.blocks[-1].mlp.fc2
+                    with _stream_norms(model) as seen, _token_grads(last) as per_token:
                         prof = gradient_profile(
                             model, _fc2_layers(model), lambda m, b=b: lm_loss(m(b.x), b)
                         )
                     acc += prof.norms
                     sq += np.asarray(seen)
+                    tok += per_token[0]
+                    bat += float(last.weight.grad.double().norm())
                 norms[placement][str(depth)] = (acc / size.seeds).tolist()
                 stream[placement][str(depth)] = np.sqrt(sq / size.seeds).tolist()
-    return InitGradNorms(list(size.depths), norms, size.d_model, size.seeds, norm, stream)
+                token[placement][str(depth)] = tok / size.seeds
+                batch[placement][str(depth)] = bat / size.seeds
+    return InitGradNorms(
+        list(size.depths), norms, size.d_model, size.seeds, norm, stream, token, batch
+    )
+
+
+@contextlib.contextmanager
+def _token_grads(layer):
+    """Record one backward pass's per-token gradient of ``layer.weight`` (an nn.Linear).
+
+    The weight's gradient of a mean loss over n scored tokens is sum_t a_t h_t^T, with h_t the
+    layer's input at token t and a_t the loss's gradient at its output; token t's own loss has
+    the gradient n a_t h_t^T, of norm n ||a_t|| ||h_t||. Yields a list that receives, after
+    the backward pass, the mean of that norm over the tokens with a_t != 0 (the scored ones:
+    an unscored token's last FFN reaches no loss), i.e. sum_t ||a_t|| ||h_t||.
+    """
+    out: list[float] = []
+
+    def forward_hook(_module, inputs, output):
+        h = inputs[0].detach().double().norm(dim=-1)
+
+        def grad_hook(grad):
+            out.append(float((grad.detach().double().norm(dim=-1) * h).sum()))
+
+        output.register_hook(grad_hook)
+
+    handle = layer.register_forward_hook(forward_hook)
+    try:
+        yield out
+    finally:
+        handle.remove()
 
 
 @contextlib.contextmanager

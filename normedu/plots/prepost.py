@@ -2,7 +2,7 @@
 Xiong et al.'s argument, training and the learning-rate x warm-up heat map.
 
 A figure that can show a stored GPU run beside the live one draws only the live panels when
-none is stored; the page says so in one line.
+none is stored.
 """
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ def _init_panels(axes, res: InitGradNorms, source: str) -> None:
         if placement == "post":  # the panels share their y axis: one label, on the left
             ax.set_ylabel("‖∇ W2 of the FFN‖ at init")
         name = "Post-LN" if placement == "post" else "Pre-LN"
-        ax.set_title(f"{name}: {source} (d_model {res.d_model})", fontsize=10)
+        where = f" ({source})" if source else ""
+        ax.set_title(f"{name}, d_model {res.d_model}{where}", fontsize=10)
         ax.legend(fontsize=7)
 
 
@@ -139,17 +140,21 @@ def _plain(value: float, _pos=None) -> str:
     return f"{value:g}"
 
 
-def _log_y_labels(ax) -> None:
+def _log_y_labels(ax, fine: bool = False) -> None:
     """Label a log y axis with plain numbers, wherever its range falls.
 
     Gradient norms at init often span less than one decade: a log axis then has no major tick
     (a power of ten) inside it and, with the minor ticks unlabelled, no label at all. The
     narrower the range, the more multiples of each power of ten are labelled (1, 2, 5 below
     two decades, every integer multiple below 0.7 of one), so at least two labels show.
+    ``fine``: for ratios near 1 spanning at most 1.2 decades, also 1.2 and 1.5 (and every
+    integer multiple), so that values between 1 and 2 can be read.
     """
     lo, hi = ax.get_ylim()
     decades = np.log10(hi / lo)
     subs = (1.0,) if decades > 2 else (1.0, 2.0, 5.0) if decades > 0.7 else np.arange(1.0, 10.0)
+    if fine and decades <= 1.2:  # values near 1 (ratios): label 1.2, 1.5 too, not only 1 and 2
+        subs = (1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0)
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.yaxis.set_major_formatter(FuncFormatter(_plain))
     ax.yaxis.set_minor_formatter(NullFormatter())
@@ -165,17 +170,19 @@ def init_grad_figure(
     # Post-LN and Pre-LN share the axes of their row, so their gradients compare at a glance.
     if stored is None:
         fig, axes = figure(1, 2, width=11.0, height=4.2, sharex=True, sharey=True)
-        _init_panels(axes, live, "this device")
+        _init_panels(axes, live, "")
         rows = [axes]
     else:
         fig, axes = figure(2, 2, width=11.0, height=8.0, sharex=True, sharey="row")
-        _init_panels(axes[0], live, "this device")
+        _init_panels(axes[0], live, "")
         _init_panels(axes[1], stored, f"stored GPU run {short_device(stored_device, 30)}")
         rows = list(axes)
     for row in rows:
         _log_y_labels(row[0])  # the row's shared y axis
         row[1].tick_params(labelleft=True)  # each panel keeps its own tick labels
-    fig.suptitle("Gradient norm per layer at initialization (Xiong et al., 2020, Fig. 3 setup)")
+    fig.suptitle(
+        "Gradient norm per layer at initialization (the quantity of Xiong et al.'s Fig. 3)"
+    )
     return fig
 
 
@@ -263,30 +270,48 @@ def scaling_figure(res: InitGradNorms, expected: dict[str, dict[str, float]]) ->
             color,
             f"{name} fit: slope {num(k)} (predicted {expected['stream'][placement]:g})",
         )
-        last = res.last_layer(placement)
-        g = loglog_slope(res.depths, last)
-        right.plot(res.depths, last, color=color, marker="o", lw=1.2, label=f"{name}, measured")
-        fit = np.exp(np.polyfit(np.log(res.depths), np.log(last), 1)[1])
-        _fit_line(
-            right,
-            res.depths,
-            g,
-            fit * res.depths[0] ** g,
-            color,
-            f"{name} fit: slope {num(g)} (predicted {expected['last_layer'][placement]:g})",
-        )
+        # Right: relative to the shallowest stack, so batch and per-token slopes compare.
+        series = [("batch", res.last_layer(placement), "o", "-")]
+        if res.has_tokens:
+            series.append(("per token", res.last_layer_token(placement), "s", "--"))
+        for kind, values, marker, ls in series:
+            rel = values / values[0]
+            g = loglog_slope(res.depths, rel)
+            right.plot(
+                res.depths,
+                rel,
+                color=color,
+                marker=marker,
+                ls=ls,
+                lw=1.2,
+                mfc=color if kind == "batch" else "white",
+                label=f"{name}, {kind}, measured",
+            )
+            fit = np.exp(np.polyfit(np.log(res.depths), np.log(rel), 1)[1])
+            what = "batch fit" if kind == "batch" else "per-token fit"
+            _fit_line(
+                right,
+                res.depths,
+                g,
+                fit * res.depths[0] ** g,
+                color,
+                f"{name} {what}: slope {num(g)} (predicted {expected['last_layer'][placement]:g})",
+            )
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(_plain))
-        ax.legend(fontsize=7)
+    left.legend(fontsize=7)
+    right.legend(fontsize=6.5, loc="lower left", framealpha=0.9)
+    right.set_xticks(res.depths)  # every measured depth labelled
     _log_y_labels(left)
-    _log_y_labels(right)
+    _log_y_labels(right, fine=True)
+    right.grid(True, which="major", axis="y", lw=0.4, alpha=0.5)
     left.set_xlabel("block l (1 = next to the input)")
     left.set_ylabel("‖x_l‖, residual stream after block l")
     left.set_title(f"Residual stream at init, {deepest}-layer stacks", fontsize=10)
     right.set_xlabel("depth L (layers)")
-    right.set_ylabel("‖∇ W2‖ of the last block at init")
+    right.set_ylabel(f"last block's ‖∇ W2‖ at init, relative to L = {res.depths[0]}")
     right.set_title("Last layer's FFN gradient against depth", fontsize=10)
     fig.suptitle(f"Testing Xiong et al.'s Theorem 1 (d_model {res.d_model}, log-log axes)")
     return fig
