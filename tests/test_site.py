@@ -7,8 +7,8 @@ page) and the dark theme (one page of each kind: it is one stylesheet) are check
 colours the browser computed; with ``NORMEDU_SCREENSHOTS=1`` every page is also photographed
 in both themes into ``_build/screenshots/`` for a person to look at (and the pictures are
 checked not blank). On the same visit, axe-core audits every page against WCAG 2.1 A and AA
-(every rule but the colour ones on every page; the colour rules, in both themes, on each page
-that shows a style of text no page before it showed: ``site_a11y.StyleCover``) and the page
+(every rule but the colour ones on every page; the colour rules, in both themes, on the
+first element of each style of text the site shows: ``site_a11y.StyleCover``) and the page
 is laid out at a phone's 375 px to check that nothing scrolls sideways or is cut off
 (``site_a11y.py``). Two tabs visit the pages at once.
 
@@ -40,6 +40,7 @@ from site_a11y import (
     reflow,
     reflow_problems,
     run_axe,
+    run_colour_rules,
     text_styles,
 )
 from site_helpers import (
@@ -169,7 +170,8 @@ class PageVisit:
     axe: dict[str, list[dict]] = field(default_factory=dict)  # theme -> site_a11y.run_axe
     narrow: dict = field(default_factory=dict)  # site_a11y.reflow at 375 px
     styles: dict[str, set[str]] = field(default_factory=dict)  # theme -> site_a11y.text_styles
-    colour_checked: list[str] = field(default_factory=list)  # themes whose colour rules ran here
+    # theme -> the styles whose colour rules ran on this page (first seen here)
+    colour_checked: dict[str, set[str]] = field(default_factory=dict)
     screenshots: dict[str, Path] = field(default_factory=dict)  # only with NORMEDU_SCREENSHOTS
 
 
@@ -246,13 +248,12 @@ def _visit(tab: ReaderTab, base: str, docname: str, shots: Path, cover: StyleCov
         anim.locator('button[title="Next frame"]').click()
         after = img.get_attribute("src") or ""
         visit.animation_steps.append((before[-40:], after[-40:]))
-    # Every rule but the colour ones on every page; the colour rules where a style of text
-    # appears that no page has shown yet in this theme (site_a11y.StyleCover).
+    # Every rule but the colour ones on every page; the colour rules on the first element of
+    # each style of text that no page has shown yet in this theme (site_a11y.StyleCover).
     visit.axe["light"] = run_axe(page, skip=COLOUR_RULES)
     visit.styles["light"] = text_styles(page)
-    if cover.claim("light", visit.styles["light"]):
-        visit.axe["light"] += run_axe(page, COLOUR_RULES)
-        visit.colour_checked.append("light")
+    visit.colour_checked["light"] = cover.claim("light", visit.styles["light"])
+    visit.axe["light"] += run_colour_rules(page, visit.colour_checked["light"])
 
     # The theme follows the system preference ("auto"): switch it like a reader's OS would.
     page.emulate_media(color_scheme="dark")
@@ -261,9 +262,8 @@ def _visit(tab: ReaderTab, base: str, docname: str, shots: Path, cover: StyleCov
     # (a fixed pause was too short on a busy machine: axe read the search box half-way).
     page.wait_for_function("document.getAnimations().every(a => a.playState !== 'running')")
     visit.styles["dark"] = text_styles(page)
-    if cover.claim("dark", visit.styles["dark"]):
-        visit.axe["dark"] = run_axe(page, COLOUR_RULES)
-        visit.colour_checked.append("dark")
+    visit.colour_checked["dark"] = cover.claim("dark", visit.styles["dark"])
+    visit.axe["dark"] = run_colour_rules(page, visit.colour_checked["dark"])
     if docname in DARK_PAGES:
         visit.colours["dark"] = page.evaluate(COLOURS_JS)
         if SCREENSHOTS:
@@ -680,7 +680,7 @@ def test_page_reflows_on_a_phone(visits, docname):
 def test_colour_rules_saw_every_text_style(visits, theme):
     """Every style of text on the site was on a page where the colour rules ran in ``theme``."""
     everywhere = set().union(*(v.styles[theme] for v in visits.values()))
-    checked = set().union(*(v.styles[theme] for v in visits.values() if theme in v.colour_checked))
+    checked = set().union(*(v.colour_checked[theme] for v in visits.values()))
     assert everywhere, f"no text style was read in the {theme} theme"
     missed = everywhere - checked
     assert not missed, f"{len(missed)} text styles never checked in the {theme} theme: {missed}"
@@ -715,7 +715,11 @@ def test_accessibility_checks_can_fail(reader):
     cover = StyleCover()
     assert cover.claim("light", text_styles(page)) and not cover.claim("light", text_styles(page))
     page.set_content(FAULTY_PAGE)
-    assert cover.claim("light", text_styles(page)), "a new colour of text went unnoticed"
+    new = cover.claim("light", text_styles(page))
+    assert new, "a new colour of text went unnoticed"
+    # ... and the colour rules on the first element of each new style find the grey text.
+    only_new = "\n".join(failures(run_colour_rules(page, new)))
+    assert "color-contrast (" in only_new and "grey on white" in only_new, only_new
     found = failures(run_axe(page))
     page.emulate_media(color_scheme="dark")
     dark = "\n".join(failures(run_axe(page, COLOUR_RULES)))
