@@ -19,9 +19,9 @@ from .since2020_nonorm_setup import SIZES, _batch, variant_config
 __all__ = ["stream_rms", "InitScales", "init_scales"]
 
 
-def stream_rms(names=("layernorm", "none", "rezero"), preset: str | None = None, seed: int = 0):
-    """RMS of the residual stream at initialization: ``{name: [entering block 1, after block
-    1, ..., after block L]}`` for each variant, on one batch of the comparison's task and size."""
+def _fresh(names, preset: str | None, seed: int):
+    """``(name, model, x, batch)`` for each variant: a freshly built stack of the comparison's
+    size, the stream entering its first block ``x`` on one batch of its task, and the batch."""
     import torch
 
     from ..device import choose
@@ -29,15 +29,27 @@ def stream_rms(names=("layernorm", "none", "rezero"), preset: str | None = None,
 
     size = SIZES[preset] if preset else choose(SIZES)
     b = _batch(size, 16, seed, None)
+    for name in names:
+        model = TinyGPT(variant_config(name, size, seed))
+        yield name, model, model.tok(b.x) + model.pos(torch.arange(b.x.shape[1])), b
+
+
+def _rms(t) -> float:
+    return float(t.pow(2).mean().sqrt())
+
+
+def stream_rms(names=("layernorm", "none", "rezero"), preset: str | None = None, seed: int = 0):
+    """RMS of the residual stream at initialization: ``{name: [entering block 1, after block
+    1, ..., after block L]}`` for each variant, on one batch of the comparison's task and size."""
+    import torch
+
     out = {}
     with torch.no_grad():
-        for name in names:
-            model = TinyGPT(variant_config(name, size, seed))
-            x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
-            rms = [float(x.pow(2).mean().sqrt())]
+        for name, model, x, _ in _fresh(names, preset, seed):
+            rms = [_rms(x)]
             for block in model.blocks:
                 x = block(x)
-                rms.append(float(x.pow(2).mean().sqrt()))
+                rms.append(_rms(x))
             out[name] = rms
     return out
 
@@ -61,30 +73,17 @@ def init_scales(names=("layernorm", "dyt"), preset: str | None = None, seed: int
     """``{name: InitScales}`` for freshly built stacks of the comparison's size."""
     import torch
 
-    from ..device import choose
-    from ..transformer import TinyGPT
-
-    size = SIZES[preset] if preset else choose(SIZES)
-    b = _batch(size, 16, seed, None)
     out = {}
     with torch.no_grad():
-        for name in names:
-            model = TinyGPT(variant_config(name, size, seed))
-            x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
+        for name, model, x, b in _fresh(names, preset, seed):
             read: list[float] = []
             hooks = [
-                norm.register_forward_hook(
-                    lambda _m, _i, o, read=read: read.append(float(o.pow(2).mean().sqrt()))
-                )
+                norm.register_forward_hook(lambda _m, _i, o, read=read: read.append(_rms(o)))
                 for blk in model.blocks
                 for norm in (blk.norm1, blk.norm2)
             ]
             logits = model(b.x)
             for h in hooks:
                 h.remove()
-            out[name] = InitScales(
-                float(x.pow(2).mean().sqrt()),
-                float(np.mean(read)),
-                float(logits.pow(2).mean().sqrt()),
-            )
+            out[name] = InitScales(_rms(x), float(np.mean(read)), _rms(logits))
     return out
