@@ -117,10 +117,10 @@ _MARK_JS = """
 (styles) => {
   document.querySelectorAll('[data-normedu-style-check]')
     .forEach(e => e.removeAttribute('data-normedu-style-check'));
-  let marked = 0;
+  const marked = [];
   for (const style of styles) {
     const e = (window.__normeduStyles || new Map()).get(style);
-    if (e && e.isConnected) { e.setAttribute('data-normedu-style-check', ''); marked++; }
+    if (e && e.isConnected) { e.setAttribute('data-normedu-style-check', ''); marked.push(style); }
   }
   return marked;
 }
@@ -133,21 +133,23 @@ def text_styles(page) -> set[str]:
     return set(page.evaluate(_TEXT_STYLES_JS))
 
 
-def run_colour_rules(page, styles: set[str]) -> list[dict]:
+def run_colour_rules(page, styles: set[str]) -> tuple[list[dict], set[str]]:
     """axe's :data:`COLOUR_RULES` on the first element of each of ``styles`` (read by the
     last :func:`text_styles` on this page): each new style once, rather than every element
-    of the page. Returns violations as :func:`run_axe` does."""
+    of the page. Returns the violations (as :func:`run_axe` does) and the styles whose element
+    was found and checked: a style whose element left the page is not counted as checked."""
     from axe_playwright_python.base import AXE_SCRIPT
 
-    if not page.evaluate(_MARK_JS, sorted(styles)):
-        return []
+    marked = set(page.evaluate(_MARK_JS, sorted(styles)))
+    if not marked:
+        return [], marked
     if not page.evaluate("() => typeof window.axe === 'object'"):
         page.evaluate(AXE_SCRIPT)
     only = {"type": "rule", "values": list(COLOUR_RULES)}
     options = {"runOnly": only, "resultTypes": ["violations"]}
     found = page.evaluate(_RUN_AXE_IN_JS, options)
     page.evaluate(_MARK_JS, [])
-    return found
+    return found, marked
 
 
 class StyleCover:
