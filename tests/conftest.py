@@ -6,13 +6,25 @@ same worker (``make test`` runs ``-n 2 --dist loadgroup``) and the build happens
 other groups work the same way: ``"course"`` and ``"lab"`` share a graded cohort or a JupyterLab
 server, ``"inductor"`` holds the tests that compile with torch.compile (Inductor starts and
 compiles a kernel in seconds; one worker does it once).
+
+Under ``-n`` the book is not built by the worker that runs the book's tests: the build is the
+longest single piece of work in the session, so the controller starts it in the background as
+soon as a worker has collected a book test (:class:`BackgroundBuild`), the workers run at a
+lower CPU priority than the build, and the book's tests are scheduled last
+(:func:`pytest_collection_modifyitems`, with ``--no-loadscope-reorder``). The other tests fill
+the cores the build leaves idle (its timing phase and Sphinx's own phases use one core), and
+the book's tests find the build finished or nearly so.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -40,21 +52,168 @@ for _var in THREAD_VARIABLES:
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 
-def run_book_build(
-    out: Path | None = None, extra: list[str] | None = None
-) -> subprocess.CompletedProcess:
-    """``jupyter-book build . -W -n --keep-going`` as ``make book`` runs it, with the one
-    BLAS/OpenMP thread per process set above."""
+def book_build_command(out: Path | None = None, extra: list[str] | None = None) -> list[str]:
+    """``jupyter-book build . -W -n --keep-going`` as ``make book`` runs it."""
     cmd = [str(BIN / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going", *(extra or [])]
     if out is not None:
         cmd += ["--path-output", str(out)]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=1800)
+    return cmd
+
+
+def _build_env() -> dict[str, str]:
+    # The one BLAS/OpenMP thread per process set above, and one hash seed (set iteration in
+    # Sphinx's output).
+    return {**os.environ, "PYTHONHASHSEED": "0"}
+
+
+def run_book_build(
+    out: Path | None = None, extra: list[str] | None = None
+) -> subprocess.CompletedProcess:
+    """Build the book in this process's time (see :func:`book_build_command`)."""
+    return subprocess.run(
+        book_build_command(out, extra),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=_build_env(),
+        timeout=BUILD_TIMEOUT,
+    )
+
+
+#: Seconds a book build may take before the session gives up on it.
+BUILD_TIMEOUT = 1800
+#: The folder where the controller's background build reports (inherited by the workers).
+BUILD_DIR_ENV = "NORMEDU_TEST_BUILD_DIR"
+#: How much lower the workers' CPU priority is than the build's. At 5, a worker sharing a core
+#: with one of the build's page kernels gets about a quarter of it: the build is barely slowed,
+#: and a test's own time limits (a kernel's start, a grading cell) still hold.
+WORKER_NICENESS = 5
+
+
+class BackgroundBuild:
+    """The controller's book build: started once, in the background; its output, then its
+    exit status, land in ``folder`` (``stdout``, ``stderr``, ``returncode``), where
+    :func:`book_build` on a worker reads them."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        if self.proc is not None:
+            return
+        out = (self.folder / "stdout").open("w")
+        err = (self.folder / "stderr").open("w")
+        self.proc = subprocess.Popen(
+            book_build_command(),
+            cwd=REPO,
+            stdout=out,
+            stderr=err,
+            text=True,
+            env=_build_env(),
+            start_new_session=True,  # so that stop() ends its kernels too
+        )
+        (self.folder / "started").write_text(str(self.proc.pid))
+        threading.Thread(target=self._report, args=(out, err), daemon=True).start()
+
+    def _report(self, out, err) -> None:
+        try:
+            code = self.proc.wait(timeout=BUILD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            code = -9
+        out.close()
+        err.close()
+        # Written last and atomically: its presence means the build is over.
+        tmp = self.folder / "returncode.tmp"
+        tmp.write_text(str(code))
+        tmp.rename(self.folder / "returncode")
+
+    def stop(self) -> None:
+        """End the build (and its kernels) if it still runs: the session is over."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+
+def _is_controller(config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput"):
+        os.nice(WORKER_NICENESS)
+    elif _is_controller(config):
+        folder = Path(tempfile.mkdtemp(prefix="normedu-book-build-"))
+        # Set before the workers start, which inherit it.
+        os.environ[BUILD_DIR_ENV] = str(folder)
+        config.normedu_build = BackgroundBuild(folder)
+
+
+def pytest_unconfigure(config):
+    build = getattr(config, "normedu_build", None)
+    if build is not None:
+        build.stop()
+        shutil.rmtree(build.folder, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """On the controller: a worker collected the session's tests; if the book's are among them
+    (their ids end in ``@book`` under ``--dist loadgroup``), start building it."""
+    build = getattr(node.config, "normedu_build", None)
+    if build is not None and any(i.endswith("@book") for i in ids):
+        build.start()
+
+
+def _group(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
+
+
+#: Scheduling order of the groups (ungrouped tests between "inductor" and "book"): the longest
+#: chains first, the book last, to find its background build done.
+GROUP_ORDER = ("course", "attacks", "lab", "inductor", None, "book")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: GROUP_ORDER.index(_group(item)))
+
+
+def _wait_for_background_build(folder: Path) -> subprocess.CompletedProcess | None:
+    """The controller's build, once it has ended; None if it never started (run it here)."""
+    started = folder / "started"
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.5)
+    done = folder / "returncode"
+    deadline = time.monotonic() + BUILD_TIMEOUT + 60
+    while not done.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"the background book build did not end within {BUILD_TIMEOUT} s")
+        time.sleep(1)
+    return subprocess.CompletedProcess(
+        book_build_command(),
+        int(done.read_text()),
+        (folder / "stdout").read_text(),
+        (folder / "stderr").read_text(),
+    )
 
 
 @pytest.fixture(scope="session")
 def book_build() -> subprocess.CompletedProcess:
-    """The result of building the whole book into ``_build/`` (with the execution cache)."""
+    """The result of building the whole book into ``_build/`` (with the execution cache): the
+    controller's background build under ``-n``, else one run here."""
+    folder = os.environ.get(BUILD_DIR_ENV)
+    if folder:
+        done = _wait_for_background_build(Path(folder))
+        if done is not None:
+            return done
     return run_book_build()
 
 

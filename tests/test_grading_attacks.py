@@ -40,7 +40,7 @@ from normedu.course.sandbox import landlock_abi
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("course"),
+    pytest.mark.xdist_group("attacks"),
     pytest.mark.skipif(
         not sys.platform.startswith("linux"), reason="the grading sandbox needs Linux"
     ),
