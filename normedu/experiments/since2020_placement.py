@@ -112,7 +112,9 @@ SIZES: dict[str, Size] = {
         n_heads=4,
         init_depth=32,
         init_seeds=1,
-        update_depths=(4, 16, 64),
+        # 4 to 32 layers: DeepNorm's block-matrix change stays flat (×0.80) and its total
+        # still grows (×3.4) over this range as over 4 to 64, at two fifths less work.
+        update_depths=(4, 16, 32),
         update_lr=1e-2,
         train_depth=8,
         train_lr=5e-3,
@@ -120,8 +122,11 @@ SIZES: dict[str, Size] = {
         sweep_depth=2,
         sweep_d_model=64,
         sweep_heads=2,
-        sweep_lrs=(1e-3, 1e-1),
-        sweep_steps=150,
+        # At 0.1 the QK-norm stack escapes its plateau only in the last tens of 150 steps,
+        # and at init seeds 1 and 2 not at all; at 0.05 it learns within 120 steps at seeds
+        # 0, 1 and 2 while the plain stack fails at all three: a cheaper and steadier contrast.
+        sweep_lrs=(1e-3, 5e-2),
+        sweep_steps=120,
         threads=1,
     ),
     "cuda": Size(
