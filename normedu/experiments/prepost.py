@@ -328,6 +328,10 @@ def _init_grad_norms(preset: str, norm: str) -> InitGradNorms:
                     model = TinyGPT(cfg).to(device)
                     b = _task_batch(size.vocab, size.task, size.batch, size.n_items, seed, device)
                     last = model.blocks[-1].mlp.fc2
+                    # Only the FFN-W2 gradients are read: the backward skips the other weights'
+                    # (the gradients reaching the W2s are the same).
+                    for name, p in model.named_parameters():
+                        p.requires_grad_(".mlp.fc2." in name)
                     with _stream_norms(model) as seen, _token_grads(last) as per_token:
                         prof = gradient_profile(
                             model, _fc2_layers(model), lambda m, b=b: lm_loss(m(b.x), b)

@@ -2,7 +2,8 @@
 
 :func:`run_sweep` trains one :class:`normedu.transformer.TinyGPT` stack per placement, peak
 learning rate and warm-up length (Adam, linear warm-up then constant) on the same stream of
-synthetic batches, and returns a :class:`WarmupSweep`: the final loss of every cell, the heat
+synthetic batches, the cells of one placement side by side (:func:`train_cells`, stacked by
+:mod:`.prepost_stacked`), and returns a :class:`WarmupSweep`: the final loss of every cell, the heat
 map of the chapter. :meth:`WarmupSweep.stability` picks the four runs at the headline learning
 rate (no warm-up and the headline warm-up, both placements), the :class:`StabilityResult` that
 the loss-curve figure and the claims read. :mod:`normedu.experiments.prepost` holds the sizes
@@ -22,7 +23,7 @@ __all__ = [
     "TrainRun",
     "StabilityResult",
     "WarmupSweep",
-    "train_one",
+    "train_cells",
     "run_sweep",
 ]
 
@@ -161,21 +162,25 @@ def _fc2_layers(model) -> dict:
     return {f"block{i}": blk.mlp.fc2 for i, blk in enumerate(model.blocks)}
 
 
-def train_one(
-    size, placement: str, lr: float, warmup: int, device, progress=None, grads: bool = False
-) -> TrainRun:
-    """Train one stack of ``size`` (a :class:`~normedu.experiments.prepost.PrePostSize`).
+def train_cells(
+    size, placement: str, cells, device, progress=None, grads_at: float | None = None
+) -> list[TrainRun]:
+    """Train one stack of ``size`` (a :class:`~normedu.experiments.prepost.PrePostSize`) per cell.
 
-    Adam (betas 0.9, 0.98) at peak ``lr`` with ``warmup`` steps of linear warm-up, for
-    ``size.steps`` steps on fresh batches seeded by the step (the same data for every run).
-    ``grads``: also measure the per-block FFN-W2 gradient after training.
+    ``cells``: (peak lr, warm-up steps) pairs. Every cell starts from the same initialization
+    (seed 0) and sees the same batches (fresh ones seeded by the step), with Adam (betas 0.9,
+    0.98) at its peak lr and ``warmup`` steps of linear warm-up, for ``size.steps`` steps. The
+    cells train side by side, stacked (:mod:`.prepost_stacked`): each is the run it would be
+    alone, up to float rounding. ``grads_at``: the cells at this peak lr also measure their
+    per-block FFN-W2 gradient after training. Returns one :class:`TrainRun` per cell, in order.
     """
     import torch
+    import torch.nn.functional as F
 
     from ..gradflow import gradient_profile
-    from ..sequence_tasks import accuracy, chance_loss, lm_loss, make_batch, seq_len
-    from ..training import adam
+    from ..sequence_tasks import IGNORE, accuracy, chance_loss, lm_loss, make_batch, seq_len
     from ..transformer import GPTConfig, TinyGPT
+    from .prepost_stacked import StackedAdam, check_stackable, stack_params, stacked_logits, unstack
 
     items = size.train_items or size.n_items
     cfg = GPTConfig(
@@ -187,36 +192,57 @@ def train_one(
         placement=placement,
         seed=0,
     )
+    check_stackable(cfg)
+    n = len(cells)
     model = TinyGPT(cfg).to(device)
-    opt = adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
-    losses: list[float] = []
-    diverged = False
+    params = stack_params(model, n)
+    opt = StackedAdam(params, betas=(0.9, 0.98))
+    losses = torch.full((size.steps, n), float("nan"), dtype=torch.float64)
+    diverged = torch.zeros(n, dtype=torch.bool)
     for step in range(size.steps):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, lr, warmup)
         b = make_batch(size.task, size.train_batch, items, size.vocab, 10_000 + step, device)
-        loss = lm_loss(model(b.x), b)
-        if not torch.isfinite(loss):
-            diverged = True
-            losses.extend([float("nan")] * (size.steps - step))
+        logits = stacked_logits(cfg, params, b.x)
+        # each copy's lm_loss: mean cross-entropy over the scored positions
+        ce = F.cross_entropy(
+            logits.reshape(-1, size.vocab),
+            b.y.repeat(n, 1).reshape(-1),
+            ignore_index=IGNORE,
+            reduction="none",
+        ).view(n, -1)
+        loss = ce.sum(1) / (b.y != IGNORE).sum()
+        step_loss = loss.detach().double().cpu()
+        diverged |= ~torch.isfinite(step_loss)  # a diverged copy keeps NaN from here on
+        losses[step] = step_loss.masked_fill(diverged, float("nan"))
+        if diverged.all():
             break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+        for p in params.values():
+            p.grad = None
+        # the copies share nothing: the gradient of the sum is each copy's own
+        loss.sum().backward()
+        opt.step(torch.tensor([lr_at(step, lr, w) for lr, w in cells], device=device))
         if progress is not None:
-            progress.update(1)
-    tail = losses[-max(1, size.steps // 10) :]
-    final = float(np.mean(tail)) if not diverged else float("nan")
+            progress.update(n)
     held = make_batch(size.task, HELD_OUT, items, size.vocab, 1, device)
-    with torch.no_grad():
-        acc = accuracy(model(held.x), held) if not diverged else 0.0
-    ends: list[float] = []
-    if grads and not diverged:
-        prof = gradient_profile(model, _fc2_layers(model), lambda m: lm_loss(m(held.x), held))
-        ends = prof.norms.tolist()
-    trained = (not diverged) and final < 0.5 * chance_loss(size.vocab, size.task)
-    return TrainRun(placement, warmup, losses, final, acc, diverged, trained, ends, lr)
+    chance = chance_loss(size.vocab, size.task)
+    runs = []
+    for i, (lr, warmup) in enumerate(cells):
+        run_losses = losses[:, i].tolist()
+        gone = bool(diverged[i])
+        tail = run_losses[-max(1, size.steps // 10) :]
+        final = float("nan") if gone else float(np.mean(tail))
+        acc, ends = 0.0, []
+        if not gone:
+            model.load_state_dict(unstack(params, i))
+            with torch.no_grad():
+                acc = accuracy(model(held.x), held)
+            if grads_at is not None and lr == grads_at:
+                prof = gradient_profile(
+                    model, _fc2_layers(model), lambda m: lm_loss(m(held.x), held)
+                )
+                ends = prof.norms.tolist()
+        trained = (not gone) and final < 0.5 * chance
+        runs.append(TrainRun(placement, warmup, run_losses, final, acc, gone, trained, ends, lr))
+    return runs
 
 
 def sweep_grid(size) -> tuple[list[float], list[int]]:
@@ -254,11 +280,10 @@ def run_sweep(size, device, progress: bool = False) -> WarmupSweep:
         torch.set_float32_matmul_precision(CUDA_MATMUL_PRECISION)
     try:
         with threads(size.threads):
+            cells = [(lr, warmup) for lr in lrs for warmup in warmups]
             for placement in ("post", "pre"):
-                for lr in lrs:
-                    for warmup in warmups:
-                        grads = lr == size.lr  # the headline runs: their gradients after training
-                        runs.append(train_one(size, placement, lr, warmup, device, bar, grads))
+                # the headline runs (lr size.lr) also measure their gradients after training
+                runs += train_cells(size, placement, cells, device, bar, grads_at=size.lr)
     finally:
         torch.set_float32_matmul_precision(precision)
     if bar is not None:

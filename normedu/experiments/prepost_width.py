@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,9 @@ __all__ = [
     "WideProfile",
     "WideCheck",
     "encoder_grad_profile",
+    "encoder_stack",
     "tinygpt_grad_profile",
+    "tinygpt_at_init",
     "wide_profiles",
 ]
 
@@ -156,12 +159,23 @@ def encoder_grad_profile(placement: str, seed: int, size: WideSize = WIDE) -> np
     linear head to ``size.classes`` classes; Xavier-uniform on every 2-D weight (biases keep
     PyTorch's default init). Input: unit-variance Gaussian (B, T, D); loss: cross-entropy
     against random labels over all B * T positions. One forward and one backward pass.
-    Returns an array of ``n_layers`` floats, layer 0 first.
+    Returns an array of ``n_layers`` floats, layer 0 first. Both placements are measured on
+    one stack (its weights do not depend on ``norm_first``) and remembered per seed and size.
     """
+    key = (seed, size)
+    if key not in _ENCODER_PROFILES:
+        _ENCODER_PROFILES[key] = _encoder_grad_profiles(seed, size)
+    return _ENCODER_PROFILES[key][placement].copy()
+
+
+_ENCODER_PROFILES: dict[tuple, dict[str, np.ndarray]] = {}
+
+
+def encoder_stack(seed: int, size: WideSize = WIDE, norm_first: bool = False):
+    """The reference stack of :func:`encoder_grad_profile` and its head, freshly initialized."""
     import torch
     from torch import nn
 
-    x, _, labels = _wide_batch(size, seed)
     with torch.random.fork_rng(), _no_kaiming_draw():
         torch.manual_seed(seed)
         layers = nn.ModuleList(
@@ -172,7 +186,7 @@ def encoder_grad_profile(placement: str, seed: int, size: WideSize = WIDE) -> np
                 dropout=0.0,
                 activation="relu",
                 batch_first=True,
-                norm_first=placement == "pre",
+                norm_first=norm_first,
             )
             for _ in range(size.n_layers)
         )
@@ -180,13 +194,29 @@ def encoder_grad_profile(placement: str, seed: int, size: WideSize = WIDE) -> np
         for p in [*layers.parameters(), *head.parameters()]:
             if p.dim() == 2:
                 nn.init.xavier_uniform_(p)
+    return layers, head
+
+
+def _encoder_grad_profiles(seed: int, size: WideSize) -> dict[str, np.ndarray]:
+    from torch import nn
+
+    x, _, labels = _wide_batch(size, seed)
+    # Drawing the weights costs more than the passes; norm_first only changes the forward,
+    # which reads it at every call, so one stack serves both placements.
+    layers, head = encoder_stack(seed, size)
     _only_grad_of(layers, "linear2.weight")
-    h = x
-    for layer in layers:
-        h = layer(h)
-    loss = nn.functional.cross_entropy(head(h).flatten(0, 1), labels.flatten())
-    loss.backward()
-    return np.array([float(layer.linear2.weight.grad.norm()) for layer in layers])
+    out = {}
+    for placement in ("post", "pre"):
+        for layer in layers:
+            layer.norm_first = placement == "pre"
+            layer.linear2.weight.grad = None
+        h = x
+        for layer in layers:
+            h = layer(h)
+        loss = nn.functional.cross_entropy(head(h).flatten(0, 1), labels.flatten())
+        loss.backward()
+        out[placement] = np.array([float(layer.linear2.weight.grad.norm()) for layer in layers])
+    return out
 
 
 def tinygpt_grad_profile(
@@ -215,7 +245,7 @@ def _tinygpt_grad_profile(
 ) -> np.ndarray:
     from torch.nn import functional as F
 
-    from ..transformer import GPTConfig, TinyGPT
+    from ..transformer import GPTConfig
 
     _, idx, labels = _wide_batch(size, seed)
     cfg = GPTConfig(
@@ -228,12 +258,71 @@ def _tinygpt_grad_profile(
         seed=seed,
         **(changes or {}),
     )
-    with _no_kaiming_draw():
-        model = TinyGPT(cfg)  # its reset_parameters draws every weight from cfg.seed
+    model = tinygpt_at_init(cfg)
     _only_grad_of(model, "mlp.fc2.weight")
     loss = F.cross_entropy(model(idx).flatten(0, 1), labels.flatten())
     loss.backward()
     return np.array([float(b.mlp.fc2.weight.grad.norm()) for b in model.blocks])
+
+
+#: Xavier weights of the TinyGPTs built last, by (seed and every shape), at most
+#: ``WIDE.seeds`` of them (about 75 MB each at d_model 512): every switch and both placements
+#: of one seed draw the same weights (:func:`tinygpt_at_init`).
+_DRAWS: OrderedDict[tuple, list] = OrderedDict()
+
+
+def _draw_key(cfg) -> tuple:
+    return (cfg.seed, cfg.vocab, cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.ff, cfg.max_len)
+
+
+@contextlib.contextmanager
+def _no_uniform_draw():
+    """Build modules without drawing any uniform numbers (the weights are copied in after)."""
+    import torch
+
+    own = "uniform_" in vars(torch.Tensor)
+    original = torch.Tensor.uniform_
+    torch.Tensor.uniform_ = lambda tensor, *args, **kwargs: tensor
+    try:
+        yield
+    finally:
+        if own:
+            torch.Tensor.uniform_ = original
+        else:
+            del torch.Tensor.uniform_
+
+
+def tinygpt_at_init(cfg):
+    """``TinyGPT(cfg)`` at initialization, the same bit for bit, built faster in a sweep.
+
+    Drawing the Xavier weights of a 512-wide stack costs more than a forward and backward pass.
+    They depend on the seed and the shapes only, not on the placement or any switch of
+    :data:`SWITCHES` (the embeddings, which ``embed_std`` scales, are drawn first and drawn
+    again), so a model of a seed met recently copies them from the last one built.
+    """
+    from torch import nn
+
+    from ..transformer import TinyGPT
+
+    key = _draw_key(cfg)
+    if cfg.init != "xavier":
+        with _no_kaiming_draw():
+            return TinyGPT(cfg)
+    if key in _DRAWS:
+        _DRAWS.move_to_end(key)
+        with _no_kaiming_draw(), _no_uniform_draw():
+            model = TinyGPT(cfg)
+        linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        for m, w in zip(linears, _DRAWS[key], strict=True):
+            m.weight.data.copy_(w)
+        return model
+    with _no_kaiming_draw():
+        model = TinyGPT(cfg)  # its reset_parameters draws every weight from cfg.seed
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    _DRAWS[key] = [m.weight.detach().clone() for m in linears]
+    while len(_DRAWS) > WIDE.seeds:
+        _DRAWS.popitem(last=False)
+    return model
 
 
 def _changes_model(base, changes: dict[str, Any]) -> bool:
