@@ -21,7 +21,7 @@ Three measurements on :class:`normedu.transformer.TinyGPT` and the synthetic tas
   :func:`stream_rms` and :func:`init_scales` (:mod:`.since2020_nonorm_init`).
 
 Cached per preset (and size overrides), so the chapter and its claim checks share one run.
-``SIZES["cpu"]`` takes about 21 CPU-seconds (12 for the lockstep part);
+``SIZES["cpu"]`` takes about 15 CPU-seconds (9 for the lockstep part);
 ``SIZES["cuda"]`` is a larger setting for a GPU (no stored run yet).
 """
 
@@ -97,7 +97,7 @@ class RezeroIdentity:
     gates_after_step: list[float] = field(default_factory=list)
 
 
-def rezero_identity(depth: int = 10, d_model: int = 32, seed: int = 0) -> RezeroIdentity:
+def rezero_identity(depth: int = 8, d_model: int = 32, seed: int = 0) -> RezeroIdentity:
     """Build a ReZero TinyGPT and check the identity at init, forward and backward; then take
     one Adam step (the comparison's learning rate and betas) and record where the gates land."""
     import torch

@@ -10,7 +10,7 @@ every name and holds the sizes and variants these read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,15 +19,17 @@ from .since2020_nonorm_setup import SIZES, _batch, variant_config
 __all__ = ["stream_rms", "InitScales", "init_scales"]
 
 
-def _fresh(names, preset: str | None, seed: int):
+def _fresh(names, preset: str | None, seed: int, depth: int | None = None):
     """``(name, model, x, batch)`` for each variant: a freshly built stack of the comparison's
-    size, the stream entering its first block ``x`` on one batch of its task, and the batch."""
+    size (``depth`` blocks if given), the stream entering its first block ``x`` on one batch
+    of its task, and the batch."""
     import torch
 
     from ..device import choose
     from ..transformer import TinyGPT
 
     size = SIZES[preset] if preset else choose(SIZES)
+    size = size if depth is None else replace(size, depth=depth)
     b = _batch(size, 16, seed, None)
     for name in names:
         model = TinyGPT(variant_config(name, size, seed))
@@ -38,14 +40,20 @@ def _rms(t) -> float:
     return float(t.pow(2).mean().sqrt())
 
 
-def stream_rms(names=("layernorm", "none", "rezero"), preset: str | None = None, seed: int = 0):
+def stream_rms(
+    names=("layernorm", "none", "rezero"),
+    preset: str | None = None,
+    seed: int = 0,
+    depth: int | None = None,
+):
     """RMS of the residual stream at initialization: ``{name: [entering block 1, after block
-    1, ..., after block L]}`` for each variant, on one batch of the comparison's task and size."""
+    1, ..., after block L]}`` for each variant, on one batch of the comparison's task and size
+    (``depth`` blocks if given: one forward pass, cheap at any depth)."""
     import torch
 
     out = {}
     with torch.no_grad():
-        for name, model, x, _ in _fresh(names, preset, seed):
+        for name, model, x, _ in _fresh(names, preset, seed, depth):
             rms = [_rms(x)]
             for block in model.blocks:
                 x = block(x)
