@@ -290,23 +290,28 @@ def stat_noise(batch: int, trained_at: int | None = None, n_batches: int = 200) 
     size = choose(SIZES)
     model = _sweep_models(trained_at or batch, size)[0][0]  # BatchNorm, first seed
     layers = norm_modules(model)
-    seen: list[list[torch.Tensor]] = [[] for _ in layers]
-    hooks = [
-        m.register_forward_pre_hook(lambda _m, inp, i=i: seen[i].append(inp[0].mean((0, 2, 3))))
-        for i, m in enumerate(layers)
-    ]
+    seen: list[torch.Tensor] = [torch.empty(0)] * len(layers)
+
+    def record(i: int):
+        def hook(_m, inp):  # each batch's channel means: (n_batches, C)
+            seen[i] = inp[0].reshape(n_batches, batch, *inp[0].shape[1:]).mean((1, 3, 4))
+
+        return hook
+
+    hooks = [m.register_forward_pre_hook(record(i)) for i, m in enumerate(layers)]
     x = _images(digits().x_train)
     gen = torch.Generator().manual_seed(0)
     try:
+        # All batches in one pass: in eval mode every image goes through the network on its
+        # own, so one forward of n_batches * batch images gives each batch's activations.
         with torch.no_grad():
-            for _ in range(n_batches):
-                model(x[torch.randint(0, len(x), (batch,), generator=gen)])
+            model(x[torch.randint(0, len(x), (n_batches * batch,), generator=gen)])
     finally:
         for h in hooks:
             h.remove()
     rms = []
     for m, means in zip(layers, seen, strict=True):
-        z = (torch.stack(means) - m.running_mean) / torch.sqrt(m.running_var)
+        z = (means - m.running_mean) / torch.sqrt(m.running_var)
         rms.append(float(z.pow(2).mean(0).sqrt().mean()))
     n = batch * IMAGE * IMAGE
     return {"batch": batch, "values_per_channel": n, "rms": rms, "independent": n**-0.5}
