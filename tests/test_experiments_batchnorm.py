@@ -150,3 +150,21 @@ def test_calibration_demo_rows():
     rows = B.calibration_demo(momenta=(0.9,), batch=32)
     assert [r["momentum"] for r in rows] == [0.9]
     assert all(0 <= r[k] <= 1 for r in rows for k in ("error_running", "error_calibrated"))
+
+
+def test_calibration_demo_at_the_default_momentum_is_the_plain_run():
+    # At momentum 0.1 the demo takes the sweep's cached run; it must be the run the demo
+    # describes: the MLP trained here from scratch by the plain loop.
+    from normedu.data import digits
+    from normedu.mlp import deep_mlp
+    from normedu.training import accuracy, train_epoch
+
+    data = digits()
+    torch.manual_seed(0)
+    model = deep_mlp(64, 64, 10, 3, norm="batchnorm", act="relu", seed=0)
+    opt = torch.optim.SGD(model.parameters(), lr=B.BASE_LR, momentum=0.9)
+    train_epoch(model, opt, data.x_train, data.y_train, 32, torch.Generator().manual_seed(1), True)
+    with torch.no_grad():
+        want = 1 - accuracy(model.eval()(data.x_test), data.y_test)
+    (row,) = B.calibration_demo(momenta=(0.1,), batch=32)
+    assert row["error_running"] == pytest.approx(want, abs=1e-9)

@@ -240,7 +240,7 @@ def test_claims_are_registered_and_follow_their_rules(tmp_path, monkeypatch):
     tiny = CN.ConvSize((32,), 1, (0, 1), 32, (1, 16), 32, 1, (0, 1))
     monkeypatch.setenv("NORMEDU_PRESET", "cpu")
     monkeypatch.setitem(CN.SIZES, "cpu", tiny)
-    fns = (CN.train_cnn, CN.batch_size_sweep, CN.group_sweep)
+    fns = (CN.train_cnn, CN.train_cnns, CN.batch_size_sweep, CN.group_sweep)
     for fn in fns:
         fn.cache_clear()
     try:

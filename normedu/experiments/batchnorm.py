@@ -270,15 +270,21 @@ def calibration_demo(
     data = digits().to(dev)
     rows = []
     for mom in momenta:
-        torch.manual_seed(seed)
-        model = deep_mlp(64, 64, 10, 3, norm="batchnorm", act="relu", seed=seed).to(dev)
-        for m in model.modules():
-            if isinstance(m, BatchNorm1d):
-                m.momentum = mom
-        opt = torch.optim.SGD(model.parameters(), lr=BASE_LR * batch / 32, momentum=0.9)
-        gen = torch.Generator().manual_seed(seed + 1)
-        train_epoch(model, opt, data.x_train, data.y_train, batch, gen, drop_last=True)
-        model.eval()
+        if mom == DEFAULT_MOMENTUM:
+            # Exactly train_mlp's run (same seed, order, rate, one epoch): take it from the
+            # cache the batch-size sweep filled instead of training it a second time.
+            # recalibrate() below works on a copy, so the cached model is not changed.
+            model = train_mlp("batchnorm", batch, 1, seed, 3, 64)[0]
+        else:
+            torch.manual_seed(seed)
+            model = deep_mlp(64, 64, 10, 3, norm="batchnorm", act="relu", seed=seed).to(dev)
+            for m in model.modules():
+                if isinstance(m, BatchNorm1d):
+                    m.momentum = mom
+            opt = torch.optim.SGD(model.parameters(), lr=BASE_LR * batch / 32, momentum=0.9)
+            gen = torch.Generator().manual_seed(seed + 1)
+            train_epoch(model, opt, data.x_train, data.y_train, batch, gen, drop_last=True)
+            model.eval()
         cal = recalibrate(model, data.x_train)
         with torch.no_grad():
             rows.append(
