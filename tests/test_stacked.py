@@ -1,0 +1,33 @@
+"""The stacked trainer against its reference: each model trained alone with train_epoch."""
+
+import torch
+
+from normedu.data import digits
+from normedu.experiments.rmsnorm import ABLATION_NORMS, AblationSize, _ablation_model
+from normedu.stacked import StackedMLP, stacked_accuracy, train_stacked
+from normedu.training import accuracy, adam, train_epoch
+
+
+def test_stacked_models_train_as_if_alone():
+    """Every norm, two batch orders, one epoch: the stacked logits and accuracies are those of
+    the models trained one by one (same weights, batches and Adam), to float32 rounding."""
+    size = AblationSize(depth=2, width=8, gains=(3.0,))
+    data = digits()
+    runs = [(n, s) for n in ABLATION_NORMS for s in (0, 1)]
+    net = StackedMLP([_ablation_model(n, 3.0, s, size) for n, s in runs], [n for n, _ in runs])
+    train_stacked(
+        net, data.x_train, data.y_train, [s + 1 for _, s in runs], batch=64, epochs=1, lr=1e-2
+    )
+    with torch.no_grad():
+        stacked = net(data.x_test.expand(len(runs), *data.x_test.shape))
+    accs = stacked_accuracy(net, data.x_test, data.y_test)
+    for k, (norm, seed) in enumerate(runs):
+        model = _ablation_model(norm, 3.0, seed, size)
+        opt = adam(model.parameters(), lr=1e-2)
+        train_epoch(
+            model, opt, data.x_train, data.y_train, 64, torch.Generator().manual_seed(seed + 1)
+        )
+        with torch.no_grad():
+            alone = model(data.x_test)
+        torch.testing.assert_close(stacked[k], alone, rtol=1e-4, atol=1e-5)
+        assert accs[k] == accuracy(alone, data.y_test)
