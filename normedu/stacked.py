@@ -44,7 +44,8 @@ class StackedMLP(nn.Module):
     """M ReLU MLPs of the same shape as one module; input (M, N, d_in) -> logits (M, N, d_out).
 
     ``models``: ``nn.Sequential`` stacks of ``Linear [-> norm] -> ReLU`` blocks and a final
-    ``Linear`` (e.g. :func:`normedu.mlp.deep_mlp` with ``act="relu"``), all of the same widths;
+    ``Linear`` (e.g. :func:`normedu.mlp.deep_mlp` with ``act="relu"``), all of the same depth,
+    inputs and outputs; hidden widths may differ (narrower ones are zero-padded and masked);
     ``norms``: each model's norm, a key of :data:`NORM_PARTS`. The weights (and any norm's
     gamma/beta) are copied from the models; the models themselves are not trained.
     """
@@ -56,15 +57,29 @@ class StackedMLP(nn.Module):
         self.eps = eps
         lins = [[m for m in model if isinstance(m, nn.Linear)] for model in models]
         extras = [[m for m in model if not isinstance(m, (nn.Linear, nn.ReLU))] for model in models]
-        self.weights = nn.ParameterList(
-            nn.Parameter(torch.stack([ls[i].weight.detach().T for ls in lins]).contiguous())
-            for i in range(len(lins[0]))
-        )
-        self.biases = nn.ParameterList(
-            nn.Parameter(torch.stack([ls[i].bias.detach()[None] for ls in lins]).contiguous())
-            for i in range(len(lins[0]))
-        )
-        depth, width = len(lins[0]) - 1, lins[0][0].out_features
+        if len({len(ls) for ls in lins}) != 1:
+            raise ValueError("every model needs the same depth")
+        depth = len(lins[0]) - 1
+        widths = [ls[0].out_features for ls in lins]
+        width = max(widths)
+
+        def padded(t: Tensor, *shape: int) -> Tensor:
+            # Zeros beyond a narrower model's own features: they stay zero (see _mask).
+            out = torch.zeros(shape)
+            out[tuple(slice(0, n) for n in t.shape)] = t.detach()
+            return out
+
+        def stack(i: int, bias: bool) -> nn.Parameter:
+            d_in = lins[0][i].in_features if i == 0 else width
+            d_out = width if i < depth else lins[0][i].out_features
+            if bias:
+                return nn.Parameter(
+                    torch.stack([padded(ls[i].bias[None], 1, d_out) for ls in lins])
+                )
+            return nn.Parameter(torch.stack([padded(ls[i].weight.T, d_in, d_out) for ls in lins]))
+
+        self.weights = nn.ParameterList(stack(i, False) for i in range(depth + 1))
+        self.biases = nn.ParameterList(stack(i, True) for i in range(depth + 1))
         gammas = torch.ones(depth, len(models), 1, width)
         betas = torch.zeros(depth, len(models), 1, width)
         for m, found in enumerate(extras):
@@ -72,22 +87,36 @@ class StackedMLP(nn.Module):
                 raise ValueError(f"model {m}: expected {depth} norm modules, found {len(found)}")
             for layer, module in enumerate(found):
                 if getattr(module, "weight", None) is not None:
-                    gammas[layer, m, 0] = module.weight.detach()
+                    gammas[layer, m, 0, : widths[m]] = module.weight.detach()
                 if getattr(module, "bias", None) is not None:
-                    betas[layer, m, 0] = module.bias.detach()
+                    betas[layer, m, 0, : widths[m]] = module.bias.detach()
         self.gammas = nn.Parameter(gammas)
         self.betas = nn.Parameter(betas)
         parts = torch.tensor([NORM_PARTS[n] for n in norms], dtype=torch.float32)
         # (4, M, 1, 1): broadcast over the batch and the features of each model.
         self.register_buffer("parts", parts.T[:, :, None, None].contiguous())
+        # Models of different widths: a (M, 1, width) mask of each one's own features, and its
+        # width to average over. Every padded feature is multiplied by 0 after each Linear and
+        # each norm, so it is 0 forward, gets no gradient, and its weights stay 0 under Adam.
+        w = torch.tensor(widths, dtype=torch.float32)[:, None, None]
+        self.register_buffer("width", w)
+        mask = (torch.arange(width) < w).float() if min(widths) < width else None
+        self.register_buffer("mask", mask)
+
+    def _masked(self, h: Tensor) -> Tensor:
+        return h if self.mask is None else h * self.mask
 
     def _norm(self, h: Tensor, layer: int) -> Tensor:
         center, scale, has_gamma, has_beta = self.parts
-        h = h - center * h.mean(dim=-1, keepdim=True)
-        inv = torch.rsqrt((h * h).mean(dim=-1, keepdim=True) + self.eps)
+        if self.mask is None:
+            h = h - center * h.mean(dim=-1, keepdim=True)
+            inv = torch.rsqrt((h * h).mean(dim=-1, keepdim=True) + self.eps)
+        else:
+            h = self._masked(h - center * h.sum(dim=-1, keepdim=True) / self.width)
+            inv = torch.rsqrt((h * h).sum(dim=-1, keepdim=True) / self.width + self.eps)
         h = h * (scale * inv + (1 - scale))
         gamma = self.gammas[layer] * has_gamma + (1 - has_gamma)
-        return h * gamma + self.betas[layer] * has_beta
+        return self._masked(h * gamma + self.betas[layer] * has_beta)
 
     def forward(self, x: Tensor) -> Tensor:
         h = x
@@ -95,7 +124,7 @@ class StackedMLP(nn.Module):
         for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
             h = torch.baddbmm(b, h, w)
             if i < last:
-                h = torch.relu(self._norm(h, i))
+                h = torch.relu(self._norm(self._masked(h), i))
         return h
 
 

@@ -31,3 +31,28 @@ def test_stacked_models_train_as_if_alone():
             alone = model(data.x_test)
         torch.testing.assert_close(stacked[k], alone, rtol=1e-4, atol=1e-5)
         assert accs[k] == accuracy(alone, data.y_test)
+
+
+def test_padding_a_narrower_model_changes_nothing():
+    """Widths 3 and 8 in one stack (the narrower one zero-padded and masked) train exactly as
+    each width in a stack of its own, unpadded (the path checked against training alone above):
+    the padding neither enters the narrow models' statistics nor learns."""
+    from normedu.experiments.layernorm import small_width_model
+
+    data = digits()
+
+    def trained(runs):
+        net = StackedMLP([small_width_model(w, n, 0) for n, w in runs], [n for n, _ in runs])
+        train_stacked(
+            net, data.x_train, data.y_train, [0] * len(runs), batch=128, epochs=1, lr=2e-2
+        )
+        with torch.no_grad():
+            return net, net(data.x_test.expand(len(runs), *data.x_test.shape))
+
+    runs = [(n, w) for n in ("layernorm", "none") for w in (3, 8)]
+    net, mixed = trained(runs)
+    for k, run in enumerate(runs):
+        # A LayerNorm of 3 features amplifies float32 rounding (mean vs sum / 3) to ~1e-4 in an
+        # epoch; padding that entered its mean or variance would move the logits by ~0.1.
+        torch.testing.assert_close(mixed[k], trained([run])[1][0], rtol=1e-3, atol=1e-3)
+    assert not net.weights[0][0, :, 3:].any() and not net.weights[1][0, 3:].any()
