@@ -19,7 +19,6 @@ Only ``deep_mlp(..., act="relu")`` models with the norms of :data:`NORM_PARTS` a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -27,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .conventions import DEFAULT_EPS
+from .training import WrittenAdam
 
 __all__ = ["NORM_PARTS", "StackedMLP", "stacked_accuracy", "train_stacked"]
 
@@ -128,27 +128,6 @@ class StackedMLP(nn.Module):
         return h
 
 
-class _Adam:
-    """Adam (PyTorch's defaults: betas 0.9, 0.999, eps 1e-8, no weight decay), written out:
-    ``torch.optim.Adam``'s update to float32 rounding (a test compares the two). Written out
-    because constructing a ``torch.optim`` optimizer imports ``torch._dynamo`` (and sympy) on
-    first use, 1.5 to 2.5 CPU-s in a fresh kernel, more than the stacked training itself."""
-
-    def __init__(self, params: list[Tensor], lr: float, betas=(0.9, 0.999), eps=1e-8):
-        self.params, self.lr, self.betas, self.eps, self.t = params, lr, betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in params]
-        self.v = [torch.zeros_like(p) for p in params]
-
-    @torch.no_grad()
-    def __call__(self) -> None:
-        (b1, b2), self.t = self.betas, self.t + 1
-        c1, c2 = 1 - b1**self.t, math.sqrt(1 - b2**self.t)
-        for p, m, v in zip(self.params, self.m, self.v, strict=True):
-            m.lerp_(p.grad, 1 - b1)
-            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-            p.addcdiv_(m, v.sqrt().div_(c2).add_(self.eps), value=-self.lr / c1)
-
-
 def train_stacked(
     net: StackedMLP,
     x: Tensor,
@@ -159,15 +138,16 @@ def train_stacked(
     epochs: int,
     lr: float,
 ) -> None:
-    """Adam (lr ``lr``, :class:`_Adam`) on each model's mean cross-entropy, ``epochs`` passes over
-    ``(x, y)`` (N, d_in), (N,) in minibatches of ``batch``.
+    """Adam (lr ``lr``, :class:`normedu.training.WrittenAdam`) on each model's mean
+    cross-entropy, ``epochs`` passes over ``(x, y)`` (N, d_in), (N,) in minibatches of
+    ``batch``.
 
     Model m visits the examples in the order of ``torch.Generator().manual_seed(order_seeds[m])``
     drawn as :func:`normedu.training.train_epoch` draws it (one ``randperm(N)`` per epoch), so
     model m sees the very batches it would see trained alone with that generator.
     """
     distinct = sorted(set(order_seeds))
-    step = _Adam(list(net.parameters()), lr)
+    opt = WrittenAdam(net.parameters(), lr)
     gens = {s: torch.Generator().manual_seed(s) for s in distinct}
     row = torch.tensor([distinct.index(s) for s in order_seeds])
     n = len(x)
@@ -179,9 +159,9 @@ def train_stacked(
             per_model = F.cross_entropy(
                 logits.flatten(0, 1), y[idx].flatten(), reduction="none"
             ).view(idx.shape)
-            net.zero_grad()
+            opt.zero_grad()
             per_model.mean(dim=1).sum().backward()
-            step()
+            opt.step()
 
 
 def stacked_accuracy(net: StackedMLP, x: Tensor, y: Tensor) -> list[float]:

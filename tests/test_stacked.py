@@ -59,19 +59,19 @@ def test_padding_a_narrower_model_changes_nothing():
 
 
 def test_written_out_adam_is_torchs():
-    """The stacked trainer's Adam against torch.optim.Adam: five steps, float32 rounding."""
-    from normedu.stacked import _Adam
+    """The written-out Adam against torch.optim.Adam: five steps, float32 rounding."""
+    from normedu.training import WrittenAdam
 
     gen = torch.Generator().manual_seed(0)
     ours = [torch.randn(3, 4, generator=gen), torch.randn(5, generator=gen)]
     theirs = [p.clone().requires_grad_() for p in ours]
     ours = [p.requires_grad_() for p in ours]
-    step, opt = _Adam(ours, lr=0.1), torch.optim.Adam(theirs, lr=0.1)
+    mine, opt = WrittenAdam(ours, lr=0.1), torch.optim.Adam(theirs, lr=0.1)
     for _ in range(5):
         grads = [torch.randn(p.shape, generator=gen) for p in ours]
         for p, q, g in zip(ours, theirs, grads, strict=True):
             p.grad, q.grad = g.clone(), g.clone()
-        step()
+        mine.step()
         opt.step()
     for p, q in zip(ours, theirs, strict=True):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
