@@ -54,9 +54,9 @@ def adam(params, lr: float, **kwargs) -> torch.optim.Adam:
 
     The fused update is one kernel per parameter tensor for the whole Adam step; unless asked,
     PyTorch runs the step op by op. The chapters' models are small enough on a CPU for that to
-    show: the re-centring ablation of the RMSNorm chapter took 8.9 instead of 11.5 CPU-s, the
-    prepost chapter's training 15 instead of 17. Same algorithm; only the last bits of
-    rounding differ.
+    show: the prepost chapter's training took 15 instead of 17 CPU-s. Same algorithm; only the
+    last bits of rounding differ. A chapter with no other ``torch.optim`` optimizer may use
+    :class:`WrittenAdam` instead, and skip the import that constructing one costs.
     """
     return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
 
