@@ -22,7 +22,7 @@ from ..device import choose, pick_device
 from ..mlp import deep_mlp, norm_layers
 from ..nn import LayerNorm, layer_norm
 from ..stacked import StackedMLP, stacked_accuracy, train_stacked
-from ..training import WrittenAdam, accuracy, train_epoch
+from ..training import accuracy, adam, train_epoch
 
 __all__ = [
     "SIZES",
@@ -241,8 +241,7 @@ def affine_demo(epochs: int = 10, seed: int = 0) -> dict:
     out: dict = {"floor": logit_floor(10)}
     for affine in (True, False):
         model = _NormalizedLogits(affine, seed)
-        # Written out: no torch.optim optimizer on this page (see WrittenAdam).
-        opt = WrittenAdam(model.parameters(), lr=3e-3)
+        opt = adam(model.parameters(), lr=3e-3)  # fused: one kernel per tensor, same algorithm
         gen = torch.Generator().manual_seed(seed + 1)
         curve = []
         for _ in range(epochs):
@@ -284,7 +283,7 @@ def trained_gamma(seed: int = 0) -> dict:
     torch.manual_seed(seed)
     model = deep_mlp(64, size.width, 10, size.depth, norm="layernorm", act="relu", seed=seed)
     model.to(dev)
-    opt = WrittenAdam(model.parameters(), lr=1e-3)
+    opt = adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(seed + 1)
     for _ in range(size.epochs):
         train_epoch(model, opt, data.x_train, data.y_train, 64, gen)
