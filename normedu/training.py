@@ -7,11 +7,13 @@ that runs it shows what it trains; only what every one of them repeated lives he
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["train_epoch", "accuracy", "adam"]
+__all__ = ["train_epoch", "accuracy", "adam", "WrittenAdam"]
 
 
 def train_epoch(
@@ -52,8 +54,40 @@ def adam(params, lr: float, **kwargs) -> torch.optim.Adam:
 
     The fused update is one kernel per parameter tensor for the whole Adam step; unless asked,
     PyTorch runs the step op by op. The chapters' models are small enough on a CPU for that to
-    show: the re-centring ablation of the RMSNorm chapter took 8.9 instead of 11.5 CPU-s, the
-    prepost chapter's training 15 instead of 17. Same algorithm; only the last bits of
-    rounding differ.
+    show: the prepost chapter's training took 15 instead of 17 CPU-s. Same algorithm; only the
+    last bits of rounding differ. A chapter with no other ``torch.optim`` optimizer may use
+    :class:`WrittenAdam` instead, and skip the import that constructing one costs.
     """
     return torch.optim.Adam(params, lr=lr, fused=True, **kwargs)
+
+
+class WrittenAdam:
+    """Adam (betas 0.9, 0.999, eps 1e-8, no weight decay) written out, with ``step()`` and
+    ``zero_grad()`` like a ``torch.optim`` optimizer: ``torch.optim.Adam``'s single-tensor
+    update, the same operations in the same order (a test compares the two).
+
+    Why: constructing any ``torch.optim`` optimizer imports ``torch._dynamo`` and sympy on its
+    first use, 1.5 to 2.5 CPU-s once per fresh kernel, more than a chapter's small training
+    itself. A chapter whose every optimizer is this one never pays it.
+    """
+
+    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8) -> None:
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.t = lr, betas, eps, 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        (b1, b2), self.t = self.betas, self.t + 1
+        c1, c2 = 1 - b1**self.t, math.sqrt(1 - b2**self.t)
+        for p, m, v in zip(self.params, self.m, self.v, strict=True):
+            if p.grad is None:
+                continue
+            m.lerp_(p.grad, 1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            p.addcdiv_(m, v.sqrt().div_(c2).add_(self.eps), value=-self.lr / c1)

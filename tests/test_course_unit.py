@@ -409,6 +409,28 @@ def test_may_run_long_spots_loops_and_blocking_calls(tmp_path):
     assert imported_modules(nb("from . import sibling\nx = 'import torch'")) == set()
 
 
+def test_loads_module_follows_imports_without_paying_for_the_module(tmp_path):
+    """torch through normedu.distributed counts (the syncbn assignment's case), an import of
+    numpy alone does not; the fresh interpreter stops before torch's import (the tripwire
+    prints instead of importing), and a failing import still fails."""
+    import subprocess
+
+    from normedu.course.checks import loads_module
+
+    def nb(source):
+        path = tmp_path / f"{abs(hash(source))}.ipynb"
+        path.write_text(json.dumps({"cells": [{"cell_type": "code", "source": source}]}))
+        return path
+
+    assert loads_module(
+        nb("import numpy as np\nfrom normedu.distributed import run_ranks"), "torch"
+    )
+    assert not loads_module(nb("import numpy as np\nx = 'import torch'"), "torch")
+    assert loads_module(nb("%matplotlib inline\nfrom torch import nn"), "torch")  # no interpreter
+    with pytest.raises(subprocess.CalledProcessError):
+        loads_module(nb("import no_such_module_in_normedu_tests"), "torch")
+
+
 @needs_linux
 def test_kill_descendants_reaps_a_process_tree():
     # A child that starts a grandchild in its own session, as a student's escape attempt would.

@@ -209,29 +209,38 @@ def imported_modules(path: str | Path) -> set[str]:
     return names
 
 
-def third_party_modules(path: str | Path) -> set[str]:
-    """The top-level modules outside the standard library that the notebook needs: the ones
-    its code cells import, and the ones that importing them loads (``torch`` for a notebook
-    that imports only ``normedu.distributed``). The notebook's import statements, and nothing
-    else of it, run in a fresh interpreter. Meant for the course's own notebooks."""
+def loads_module(path: str | Path, module: str) -> bool:
+    """Does running the notebook's imports load the top-level ``module`` (``torch`` for a
+    notebook that imports only ``normedu.distributed``)? Yes at once when a code cell imports
+    it; otherwise the notebook's import statements, and nothing else of it, run in a fresh
+    interpreter that stops as soon as ``module`` is about to be imported, so the answer never
+    costs the import of ``module`` itself (torch: 2-3 s). Meant for the course's own notebooks."""
     import ast
     import subprocess
     import sys
 
+    if module in imported_modules(path):
+        return True
     imports = [
         ast.unparse(node)
         for tree in code_trees(path)
         for node in ast.walk(tree)
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
     ]
-    script = "\n".join(
-        [*imports, "import sys", "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"]
-    )
+    tripwire = f"""
+import os, sys
+class Tripwire:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == {module!r}:
+            print("loaded", flush=True)
+            os._exit(0)
+sys.meta_path.insert(0, Tripwire())
+"""
+    script = "\n".join([tripwire, *imports])
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
     )
-    loaded = set(done.stdout.split()) | imported_modules(path)
-    return {m for m in loaded if m not in sys.stdlib_module_names and not m.startswith("_")}
+    return done.stdout.strip() == "loaded"
 
 
 def may_run_long(path: str | Path) -> bool:
