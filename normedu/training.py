@@ -71,7 +71,9 @@ class WrittenAdam:
     itself. A chapter whose every optimizer is this one never pays it.
     """
 
-    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self, params, lr: float | None = None, betas=(0.9, 0.999), eps: float = 1e-8
+    ) -> None:
         self.params = list(params)
         self.lr, self.betas, self.eps, self.t = lr, betas, eps, 0
         self.m = [torch.zeros_like(p) for p in self.params]
@@ -82,7 +84,12 @@ class WrittenAdam:
             p.grad = None
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, lr: float | Tensor | None = None) -> None:
+        """One update at ``lr`` (default: the constructor's). A tensor (n,) gives each of n
+        models stacked on the parameters' leading axis (each parameter (n, ...)) its own."""
+        lr = self.lr if lr is None else lr
+        if lr is None:
+            raise ValueError("no learning rate: give one to the constructor or to step()")
         (b1, b2), self.t = self.betas, self.t + 1
         c1, c2 = 1 - b1**self.t, math.sqrt(1 - b2**self.t)
         for p, m, v in zip(self.params, self.m, self.v, strict=True):
@@ -90,4 +97,8 @@ class WrittenAdam:
                 continue
             m.lerp_(p.grad, 1 - b1)
             v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-            p.addcdiv_(m, v.sqrt().div_(c2).add_(self.eps), value=-self.lr / c1)
+            denom = v.sqrt().div_(c2).add_(self.eps)
+            if isinstance(lr, Tensor):
+                p.addcdiv_(m * (-lr / c1).view(-1, *([1] * (p.dim() - 1))), denom)
+            else:
+                p.addcdiv_(m, denom, value=-lr / c1)

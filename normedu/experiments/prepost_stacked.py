@@ -13,11 +13,11 @@ GELU, biases) on stacked parameters; a test checks it against TinyGPT copy by co
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 from torch.nn import functional as F
+
+from ..training import WrittenAdam
 
 __all__ = ["check_stackable", "stack_params", "unstack", "stacked_logits", "StackedAdam"]
 
@@ -97,29 +97,10 @@ def stacked_logits(cfg, p: dict[str, Tensor], idx: Tensor, eps: float = 1e-5) ->
     return _linear(p, "head", x).reshape(n, b, t, -1)
 
 
-class StackedAdam:
-    """Adam (no weight decay, no amsgrad) on stacked parameters, one learning rate per copy.
-
-    The update of ``torch.optim.Adam``: m and v the running moments, step size lr / (1 -
-    beta1^t), denominator sqrt(v) / sqrt(1 - beta2^t) + eps.
-    """
+class StackedAdam(WrittenAdam):
+    """Adam (no weight decay, no amsgrad) on stacked parameters (:func:`stack_params`), one
+    learning rate per copy: ``step(lrs)`` with ``lrs`` (n,), each copy's rate at this step.
+    The update of ``torch.optim.Adam`` (:class:`normedu.training.WrittenAdam`)."""
 
     def __init__(self, params: dict[str, Tensor], betas=(0.9, 0.999), eps: float = 1e-8):
-        self.params = list(params.values())
-        self.betas, self.eps, self.t = betas, eps, 0
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
-
-    @torch.no_grad()
-    def step(self, lrs: Tensor) -> None:
-        """One update; ``lrs`` (n,): each copy's learning rate at this step."""
-        b1, b2 = self.betas
-        self.t += 1
-        scale = -lrs / (1 - b1**self.t)
-        root_bc2 = math.sqrt(1 - b2**self.t)
-        for p, m, v in zip(self.params, self.m, self.v, strict=True):
-            g = p.grad
-            m.lerp_(g, 1 - b1)
-            v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            denom = (v.sqrt() / root_bc2).add_(self.eps)
-            p.addcdiv_(m * scale.view(-1, *([1] * (p.dim() - 1))), denom)
+        super().__init__(params.values(), None, betas, eps)
