@@ -16,6 +16,8 @@ statistics are copied back into ordinary :func:`conv_net` models.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -28,10 +30,10 @@ __all__ = ["train_stacked"]
 def _segments(keys: list) -> list[tuple[int, int]]:
     """(start, stop) of each run of equal consecutive ``keys``."""
     out, start = [], 0
-    for i in range(1, len(keys) + 1):
-        if i == len(keys) or keys[i] != keys[start]:
-            out.append((start, i))
-            start = i
+    for _, run in itertools.groupby(keys):
+        stop = start + len(list(run))
+        out.append((start, stop))
+        start = stop
     return out
 
 
