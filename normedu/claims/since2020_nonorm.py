@@ -171,7 +171,14 @@ def describe_comparison(res) -> str:
     parts.append(
         f"ReZero, with no norm at all, {_outcome(rz)} ({rz.final_loss:.3f}): "
         + (
-            "starting every block as the identity was enough here to replace the norm."
+            "starting every block as the identity was enough here for the stack to train "
+            "without a norm"
+            + (
+                f", though its loss after {steps} steps is "
+                f"{rz.final_loss / ln.final_loss:.0f} times LayerNorm's ({ln.final_loss:.3f})."
+                if rz.final_loss > ln.final_loss
+                else f", as low as LayerNorm's ({ln.final_loss:.3f})."
+            )
             if rz.trained
             else "starting as the identity was not enough here."
         )
