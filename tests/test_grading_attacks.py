@@ -167,6 +167,28 @@ def test_replacing_numpy_and_the_checks_scores_its_answers(graded):
     assert row["tampered"] == "yes" and "interfere" in row["notes"], row
 
 
+@pytest.mark.parametrize("assignment", ["drift", "rmsnorm", "prepost", "syncbn"])
+def test_replacing_the_checks_scores_nothing_where_checks_run_harnesses(assignment, tmp_path):
+    """The assignments whose checks hand student code what is not a plain value (an
+    activation, torch modules read through autograd, simulated processes): that part runs in
+    the kernel as a harness, and the grade is still decided outside it. The same attack as
+    c1_monkeypatch, on stub answers: 0, flagged."""
+    course = Course(root=tmp_path / "course")
+    shutil.copytree(REPO / "solutions" / assignment, course.source_dir(assignment))
+    release(course, [assignment])
+    (src, rel) = (
+        nbformat.read(folder / f"{assignment}.ipynb", as_version=4)
+        for folder in (course.source_dir(assignment), course.release_dir(assignment))
+    )
+    write_submission(tmp_path / "inbox" / "x1.ipynb", attack(src, rel, "monkeypatch"))
+    collect(course, assignment, tmp_path / "inbox")
+    report = autograde(course, assignment, jobs=1, wall_timeout=120, answer_policy=False)
+    assert report.errors == []
+    (row,) = csv.DictReader(io.StringIO(to_csv(course, assignment)))
+    assert row["score"] == "0" and float(row["max_score"]) > 0, row
+    assert row["tampered"] == "yes" and "interfere" in row["notes"], row
+
+
 def test_no_network_from_a_kernel(graded):
     assert graded.listener.received == []
     assert graded.table["d1_network"]["score"] == "0"

@@ -134,3 +134,154 @@ def test_autograde_stops_where_kernels_cannot_be_cut_off_the_network(tmp_path, m
     monkeypatch.setattr(namespaces, "available", lambda readable: "unshare(CLONE_NEWNET) refused")
     with pytest.raises(NetworkIsolationError, match="--allow-network"):
         autograde(Course(root=tmp_path), "demo")
+
+
+def test_a_passable_function_crosses_by_name_and_nothing_else_does():
+    from normedu.grading import drift
+
+    for fn in (np.sin, drift.relu):
+        assert plain.decode(json.loads(json.dumps(plain.encode(fn)))) is fn
+    # Not registered: a name only (a stand-in), never the function.
+    assert not callable(plain.decode(plain.encode(np.cos)))
+    for key in ("os:system", "normedu.grading.drift:make_weights", "builtins:eval", 3):
+        with pytest.raises(plain.PlainValueError):
+            plain.decode({"fn": key})
+
+
+STACK = "from normedu.grading import drift as grade\ngrade.check_forward_stack(f)"
+RELU = (
+    "import numpy as np\nfrom normedu.grading import drift as grade\n"
+    "grade.check_stack_on(f, np.ones((2, 3)) - 1.5, [np.eye(3)], activation=grade.relu)"
+)
+
+
+def test_the_activation_reaches_the_students_stack(kernel):
+    ns, cells = kernel
+
+    def stack(x, weights, activation=np.tanh):
+        out = []
+        for w in weights:
+            x = activation(x @ w)
+            out.append(x)
+        return out
+
+    ns["f"] = stack
+    assert cells.run(STACK, "t")[1] and cells.run(RELU, "t")[1]
+    ns["f"] = lambda x, weights, activation=np.tanh: stack(x, weights)  # ignores it
+    for cell in (STACK, RELU):
+        outputs, passed = cells.run(cell, "t")
+        assert not passed and outputs[-1]["ename"] == "GradingError", outputs
+
+
+MODULE = (
+    "from normedu.grading import rmsnorm as grade\n"
+    "grade.check_module_structure(M)\ngrade.check_module_forward(M)\n"
+    "grade.check_module_on(M, (2, 3, 4), seed=23, eps=1e-3)"
+)
+
+
+def test_a_torch_module_is_run_in_the_kernel_and_judged_here(kernel):
+    """The module and its tensors stay in the kernel (a harness runs it there); its output
+    and gradients come back as arrays and are compared here with F.rms_norm."""
+    import torch
+
+    ns, cells = kernel
+
+    class RMSNorm(torch.nn.Module):
+        def __init__(self, d, eps=1e-5):
+            super().__init__()
+            self.eps, self.weight = eps, torch.nn.Parameter(torch.ones(d))
+
+        def forward(self, x):
+            return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    ns["M"] = RMSNorm
+    outputs, passed = cells.run(MODULE, "t")
+    assert passed, outputs
+
+    class NoEps(RMSNorm):
+        def forward(self, x):  # the eps is ignored: off by a little, visibly at eps = 1e-3
+            return x * torch.rsqrt((x * x).mean(-1, keepdim=True)) * self.weight
+
+    ns["M"] = NoEps
+    outputs, passed = cells.run(MODULE, "t")
+    assert not passed and outputs[-1]["ename"] == "GradingError", outputs
+
+
+SYNC = (
+    "import numpy as np\nfrom normedu.grading import syncbn as grade\n"
+    "rng = np.random.default_rng(2)\n"
+    "xs = [rng.standard_normal((n, 3)) + 2 * k for k, n in enumerate((1, 4, 2))]\n"
+    "grade.check_forward(f, xs, rng.uniform(0.5, 2, 3), rng.standard_normal(3), eps=0.3)"
+)
+
+
+def test_simulated_processes_run_in_the_kernel_and_are_judged_here(kernel):
+    ns, cells = kernel
+
+    def syncbn(x, gamma, beta, all_reduce, eps=1e-5):
+        n = all_reduce(np.array([len(x)], dtype=float))
+        mu = all_reduce(x.sum(0)) / n
+        var = all_reduce(((x - mu) ** 2).sum(0)) / n
+        return gamma * (x - mu) / np.sqrt(var + eps) + beta
+
+    ns["f"] = syncbn
+    outputs, passed = cells.run(SYNC, "t")
+    assert passed, outputs
+
+    def local(x, gamma, beta, all_reduce, eps=1e-5):  # its own batch's statistics only
+        return gamma * (x - x.mean(0)) / np.sqrt(x.var(0) + eps) + beta
+
+    def hangs(x, gamma, beta, all_reduce, eps=1e-5):  # one process skips the all-reduce
+        if len(x) > 1:
+            all_reduce(x.sum(0))
+        return x
+
+    for wrong in (local, hangs):
+        ns["f"] = wrong
+        outputs, passed = cells.run(SYNC, "t")
+        assert not passed and outputs[-1]["ename"] == "GradingError", outputs
+    assert "all-reduce" in outputs[-1]["evalue"]  # the simulation's own message came back
+
+
+PREPOST = (
+    "from normedu.grading import prepost as grade\n"
+    "grade.check_pre_norm(pre)\ngrade.check_post_norm(post)\ngrade.check_grad_norms(g)\n"
+    "x, up = grade.make_inputs(batch=3, width=8, seed=10)\n"
+    "grade.check_residual_on(pre, post, x[:2], seed=5)\n"
+    "grade.check_grad_norms_on(g, ('post', 3, 8, 9), x, up)\n"
+    "grade.check_grad_norms_on(g, ('functions', ('tanh', 'triple', 'sin')), x, up)"
+)
+
+
+def test_blocks_and_gradients_stay_in_the_kernel_and_are_judged_here(kernel):
+    """Modules, stand-in functions and autograd stay in the kernel (harnesses build them
+    there from plain specs); outputs, gradients, call counts and norms come back."""
+    import torch
+
+    ns, cells = kernel
+
+    def grad_norms(blocks, x, upstream):
+        h = x.clone().requires_grad_(True)
+        inputs = []
+        for block in blocks:
+            inputs.append(h)
+            h = block(h)
+        return [g.norm().item() for g in torch.autograd.grad(h, inputs, upstream)]
+
+    ns.update(
+        pre=lambda x, sublayer, norm: x + sublayer(norm(x)),
+        post=lambda x, sublayer, norm: norm(x + sublayer(x)),
+        g=grad_norms,
+    )
+    outputs, passed = cells.run(PREPOST, "t")
+    assert passed, outputs
+    for name, wrong in (
+        ("pre", lambda x, sublayer, norm: norm(x + sublayer(x))),
+        ("post", lambda x, sublayer, norm: norm(x) + sublayer(norm(x)) + 0 * norm(x)),
+        ("g", lambda blocks, x, upstream: grad_norms(blocks, x, upstream)[::-1]),
+    ):
+        right, ns[name] = ns[name], wrong
+        outputs, passed = cells.run(PREPOST, "t")
+        assert not passed and outputs[-1]["ename"] == "GradingError", (name, outputs)
+        ns[name] = right

@@ -159,25 +159,11 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
-def trusted_tests(course: Course, assignment: str, notebook: str, expected) -> dict | None:
-    """``{grade_id: source}`` of the test cells whose checks run on the trusted side
-    (:mod:`.trusted`), from the gradebook (``expected``): every test cell of an assignment
-    whose notebook does not import torch, less those of :data:`.trusted.IN_KERNEL`. None for
-    the others (prepost, rmsnorm): their checks take torch modules and tensors, which do not
-    cross as plain values; the kernel's own test-cell outputs still decide there."""
-    from .trusted import IN_KERNEL
-
-    for folder in (course.source_dir(assignment), course.release_dir(assignment)):
-        path = folder / f"{notebook}.ipynb"
-        if path.exists():
-            if "torch" in imported_modules(path):
-                return None
-            break
-    left = IN_KERNEL.get(assignment, ("", ""))[0].split()
-    if "*" in left:
-        return None
+def trusted_tests(expected) -> dict:
+    """``{grade_id: source}`` of every test cell, from the gradebook (``expected``): their
+    checks run on the trusted side (:mod:`.trusted`), whose outputs score."""
     tests = [c for c in expected if c.is_test and c.cell_type == "code"]
-    return {c.grade_id: c.source for c in tests if c.grade_id not in left}
+    return {c.grade_id: c.source for c in tests}
 
 
 class NetworkIsolationError(ValueError):
@@ -305,7 +291,7 @@ class _Stages:
         #: manual scores and comments dropped because the student's file changed
         self.dropped: dict[str, list[dict]] = {}
         self.executed_root = run.base / "executed"
-        self.tests = trusted_tests(course, assignment, notebook, self.expected)
+        self.tests = trusted_tests(self.expected)
         #: The kernel fields of every job: the workers start their first kernel from them.
         self.kernel = {
             "memory_mb": run.limits.memory_mb,

@@ -5,19 +5,24 @@ calls the student's functions through proxies; each call crosses to the kernel a
 
 - :func:`encode` / :func:`decode`: numbers, strings, None, tuples, lists, dicts with string
   keys, and NumPy arrays and scalars of a numeric dtype (``np.save`` bytes, base64, read back
-  with ``allow_pickle=False``). Anything else is sent as its type's name only. No pickle, no
-  object of the other side is ever rebuilt: a value whose ``__eq__``, ``__array__`` or
-  ``__float__`` lies arrives as the bytes of a plain array, or as a name.
+  with ``allow_pickle=False``); a function the checks may pass to student code (an
+  activation, :func:`normedu.grading.kernel_side.passable`) as its registered name, looked up
+  on the other side. Anything else is sent as its type's name only. No pickle, no object of
+  the other side is ever rebuilt: a value whose ``__eq__``, ``__array__`` or ``__float__``
+  lies arrives as the bytes of a plain array, or as a name.
 - :func:`decode` is strict (numeric dtypes, sizes, depth): the trusted side runs it on what
   the student's process sent.
 - :func:`call`, :func:`describe`, :func:`shortcuts`: what the kernel runs for the trusted
-  side (as ``user_expressions``). They run in the student's process, so student code can
-  change them: that can only change what comes back, which is validated like any answer.
+  side (over the socket of :func:`serve`); :func:`call` also runs a check's kernel-side
+  harness on the student's object (:mod:`normedu.grading.kernel_side`). They run in the
+  student's process, so student code can change them: that can only change what comes
+  back, which is validated like any answer.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import json
 import re
@@ -57,6 +62,12 @@ def encode(value, depth: int = 0):
         return {type(value).__name__: [encode(v, depth + 1) for v in value[:MAX_ITEMS]]}
     if type(value) is dict and all(type(k) is str for k in value):
         return {"dict": {k: encode(v, depth + 1) for k, v in list(value.items())[:MAX_ITEMS]}}
+    if callable(value):
+        from normedu.grading.kernel_side import passable_name
+
+        name = passable_name(value)
+        if name is not None:
+            return {"fn": name}
     return {"other": type(value).__name__}
 
 
@@ -110,6 +121,13 @@ def decode(data, depth: int = 0):
         return {str(k): decode(v, depth + 1) for k, v in inner.items()}
     if kind == "other":
         return unsupported(inner)
+    if kind == "fn":
+        from normedu.grading.kernel_side import named_function
+
+        try:
+            return named_function(inner)
+        except (ValueError, ImportError) as exc:
+            raise PlainValueError(str(exc)) from None
     raise PlainValueError(f"unknown kind {kind!r}")
 
 
@@ -157,28 +175,40 @@ def _cell_frames(exc: BaseException) -> list[list]:
     the student's code it raised, for the notes and the status box."""
     import traceback
 
-    frames = traceback.extract_tb(exc.__traceback__)
+    # A harness's GradingError carries the student's exception as its cause.
+    frames, seen = [], 0
+    while exc is not None and seen < 5:
+        frames = traceback.extract_tb(exc.__traceback__) + frames
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
     own = [f for f in frames if "ipykernel_" in f.filename or f.filename.startswith("<")]
     return [[str(f.name)[:80], int(f.lineno or 0)] for f in own[-5:]]
 
 
-def call(name: str, payload: str) -> str:
+def call(name: str, payload: str, harness: str | None = None) -> str:
     """Call the notebook's ``name(*args, **kwargs)`` on the decoded ``payload``, with warnings
-    silenced and the norm libraries blocked, as :func:`normedu.grading.compare.call` does.
-    Returns the encoded result or the exception's name and message, and the arguments as they
-    are after the call (a function may modify them in place: the checks look)."""
+    silenced and the norm libraries blocked, as :func:`normedu.grading.compare.call` does;
+    with ``harness``, run that kernel-side harness on it instead,
+    ``harness(name, *args, **kwargs)`` (it calls the student's code itself, as its check
+    did). Returns the encoded result or the exception's name and message, and the arguments
+    as they are after the call (a function may modify them in place: the checks look)."""
+    import contextlib
     import warnings
 
     from normedu.grading.guard import library_blocked
+    from normedu.grading.kernel_side import harness as find_harness
 
     request = json.loads(payload)
     args, kwargs = decode(request["args"]), decode(request["kwargs"])
     out: dict = {}
     try:
         fn = _user_ns()[name]
-        with warnings.catch_warnings(), np.errstate(all="ignore"), library_blocked():
+        run = fn
+        if harness is not None:
+            run = functools.partial(find_harness(harness), fn)
+        blocked = library_blocked() if harness is None else contextlib.nullcontext()
+        with warnings.catch_warnings(), np.errstate(all="ignore"), blocked:
             warnings.simplefilter("ignore")
-            out["ok"] = encode(fn(*args, **kwargs))
+            out["ok"] = encode(run(*args, **kwargs))
     except BaseException as exc:  # noqa: BLE001 - the student's failure, reported as data
         out["error"] = [type(exc).__name__, str(exc)[:4000], _cell_frames(exc)]
     out["args"] = encode(args)
@@ -187,12 +217,15 @@ def call(name: str, payload: str) -> str:
 
 
 def handle(request: dict) -> str:
-    """One request of the trusted side: ``{"op": "describe" | "call" | "shortcuts", ...}``."""
+    """One request of the trusted side: ``{"op": "describe" | "call" | "harness" |
+    "shortcuts", ...}``."""
     op = request.get("op")
     if op == "describe":
         return describe(request["names"])
     if op == "call":
         return call(request["name"], request["payload"])
+    if op == "harness":
+        return call(request["name"], request["payload"], harness=str(request["harness"]))
     if op == "shortcuts":
         return shortcuts(request["name"], request["banned"])
     raise ValueError(f"unknown request {op!r}")

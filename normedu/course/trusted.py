@@ -45,18 +45,6 @@ from collections.abc import Callable
 
 from .plain import PlainValueError, decode, encode
 
-#: Test cells still scored by the kernel's own run, by assignment ("*": all of them), with
-#: why: their checks hand the student's function something that does not cross as a plain
-#: value, or call it from other processes. (Assignments whose notebook imports torch are
-#: left to the kernel too: their checks take torch modules and tensors; see
-#: :func:`.autograde.trusted_tests`.)
-IN_KERNEL: dict[str, tuple[str, str]] = {
-    "drift": (
-        "test_forward_stack test_forward_stack_hidden",
-        "check_stack_on passes an activation function to forward_stack",
-    ),
-    "syncbn": ("*", "the checks call the functions on several processes (run_ranks)"),
-}
 #: Modules a test cell may get from the grader's own imports (top-level names).
 MODULES = ("numpy", "math", "normedu.grading", "normedu.functional")
 #: Kernel-side helpers, reached from the kernel's user_expressions.
@@ -67,8 +55,13 @@ class KernelCallError(RuntimeError):
     """The kernel did not answer a request (timed out, died, or refused)."""
 
 
-def _builtin_exception(name: str, message: str) -> BaseException:
-    """An exception like the student's, rebuilt from its name and message only."""
+def _builtin_exception(name: str, message: str, harness: bool = False) -> BaseException:
+    """An exception like the student's, rebuilt from its name and message only; a harness's
+    ``GradingError`` (a check's message about the student's code) as the checks' own."""
+    if harness and name == "GradingError":
+        from normedu.grading.errors import GradingError
+
+        return GradingError(message)
     cls = getattr(builtins, name, None)
     if isinstance(cls, type) and issubclass(cls, Exception):
         try:
@@ -79,10 +72,27 @@ def _builtin_exception(name: str, message: str) -> BaseException:
     return type(safe, (Exception,), {"__module__": "student"})(message)
 
 
+def _update_in_place(before, now) -> None:
+    """Leave the trusted side's arguments as the student's function left its copies: arrays
+    (same shape) and dicts, also inside lists and tuples (a harness takes one per process)."""
+    import numpy as np
+
+    if isinstance(before, np.ndarray) and isinstance(now, np.ndarray):
+        if now.shape == before.shape and before.flags.writeable:
+            np.copyto(before, now, casting="unsafe")
+    elif isinstance(before, dict) and isinstance(now, dict):
+        before.clear()
+        before.update(now)
+    elif isinstance(before, (list, tuple)) and isinstance(now, (list, tuple)):
+        for b, n in zip(before, now, strict=False):
+            _update_in_place(b, n)
+
+
 class Proxy:
     """Stands for the student's function ``name``: a call is made in the kernel
     (:func:`.plain.call`) and returns plain values; arrays and dicts passed in are updated in
-    place as the real function left them."""
+    place as the real function left them. :meth:`run_in_kernel` runs a check's kernel-side
+    harness on it there instead."""
 
     def __init__(self, cells: TrustedCells, name: str, shortcuts: dict | None = None):
         self._cells = cells
@@ -94,26 +104,28 @@ class Proxy:
         return f"<student function {self.__name__}>"
 
     def __call__(self, *args, **kwargs):
-        import numpy as np
+        return self._ask({"op": "call", "name": self.__name__}, args, kwargs)
 
+    def run_in_kernel(self, harness: str, args: tuple, kwargs: dict):
+        """Run the check's kernel-side harness ``harness`` on the real object, in the kernel
+        (:func:`normedu.grading.kernel_side.kernel_side`): plain values in, plain values
+        out. A :class:`GradingError` the harness raised there comes back as one."""
+        request = {"op": "harness", "name": self.__name__, "harness": harness}
+        return self._ask(request, args, kwargs)
+
+    def _ask(self, request: dict, args: tuple, kwargs: dict):
         payload = json.dumps({"args": encode(list(args)), "kwargs": encode(kwargs)})
-        answer = self._cells.request({"op": "call", "name": self.__name__, "payload": payload})
+        answer = self._cells.request({**request, "payload": payload})
         if not isinstance(answer, dict):
             raise PlainValueError("the kernel's answer is not a mapping")
         after, kw_after = decode(answer.get("args")), decode(answer.get("kwargs"))
-        pairs = list(zip(args, after if isinstance(after, list) else [], strict=False))
+        _update_in_place(list(args), after)
         if isinstance(kw_after, dict):
-            pairs += [(kwargs[k], kw_after.get(k)) for k in kwargs]
-        for before, now in pairs:
-            if isinstance(before, np.ndarray) and isinstance(now, np.ndarray):
-                if now.shape == before.shape and before.flags.writeable:
-                    np.copyto(before, now, casting="unsafe")
-            elif isinstance(before, dict) and isinstance(now, dict):
-                before.clear()
-                before.update(now)
+            for k, before in kwargs.items():
+                _update_in_place(before, kw_after.get(k))
         if "error" in answer:
             name, message, frames = (list(answer["error"]) + ["", "", []])[:3]
-            exc = _builtin_exception(str(name), str(message))
+            exc = _builtin_exception(str(name), str(message), harness=request["op"] == "harness")
             # Plain values only: names and line numbers of the student's own frames.
             exc.student_frames = [
                 (str(f[0])[:80], int(f[1]))

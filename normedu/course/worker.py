@@ -419,9 +419,14 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
 
     if kernel is not None:
         spare = start_spare(_settings(kernel))
-    # What run_job needs, imported while the first job is on its way.
+    # What run_job needs, imported while the first job is on its way: with torch for an
+    # assignment whose kernels preload it, whose checks then run torch here, on the trusted
+    # side (this process never runs student code).
     import nbclient  # noqa: F401
     import nbformat  # noqa: F401
+
+    if kernel is not None and "torch" in kernel.get("preload", ()):
+        import torch  # noqa: F401
 
     with os.fdopen(read_fd, "r") as jobs, os.fdopen(write_fd, "w") as answers:
         for line in jobs:

@@ -21,6 +21,8 @@ Shared pieces:
 - :mod:`.messages`  messages several norms share (eps outside the square root, β missing ...).
 - :mod:`.guard`     the anti-shortcut guard (no delegating to a library's norm).
 - :mod:`.gradcheck` finite-difference gradients.
+- :mod:`.kernel_side` the parts of checks that run where the student's object lives (torch
+  modules, simulated processes) when the grader runs the checks outside the kernel.
 - :mod:`.answers`   checking short answers against stored hashes.
 - :mod:`.validation` bad input must raise a ``ValueError`` (any message).
 - :mod:`.mistakes`  the catalog of realistic wrong implementations the tests feed the checks,

@@ -36,6 +36,7 @@ from normedu.grading.compare import (
 )
 from normedu.grading.diagnose import Hypothesis, check_against, diagnose
 from normedu.grading.guard import assert_no_shortcut
+from normedu.grading.kernel_side import passable
 
 __all__ = [
     "GAINS",
@@ -47,6 +48,7 @@ __all__ = [
     "check_stats_on",
     "check_forward_stack",
     "check_stack_on",
+    "relu",
     "check_drift_profile",
     "check_answers_format",
     "check_answer",
@@ -197,6 +199,13 @@ def check_stats_on(f: Callable, h: np.ndarray, threshold: float | None = None) -
 # --------------------------------------------------------------------------- forward_stack
 
 
+@passable
+def relu(z: np.ndarray) -> np.ndarray:
+    """max(z, 0): an activation a test passes to ``forward_stack``. Registered as passable,
+    so that it reaches the student's function when the checks run outside the kernel."""
+    return np.maximum(z, 0.0)
+
+
 def _stack_result(f: Callable, x, weights, activation) -> list[np.ndarray]:
     xs, ws = x.copy(), [w.copy() for w in weights]
     try:
@@ -285,7 +294,9 @@ def check_stack_on(
     f: Callable, x: np.ndarray, weights: list[np.ndarray], activation: Callable | None = None
 ) -> None:
     """``f(x, weights)`` (or with ``activation=``) against the L layer outputs
-    ``h_l = activation(h_{l-1} @ W_l)``; x: (N, D_0), W_l: (D_{l-1}, D_l); default tanh."""
+    ``h_l = activation(h_{l-1} @ W_l)``; x: (N, D_0), W_l: (D_{l-1}, D_l); default tanh.
+    ``activation``: ``np.tanh``, ``np.sin`` or :func:`relu` (the functions that reach the
+    student's code when the grader runs the checks outside the kernel)."""
     assert_no_shortcut(f)
     _check_stack(f, x, weights, activation)
 

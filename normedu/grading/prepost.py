@@ -28,6 +28,7 @@ from normedu.grading.answers import check_format
 from normedu.grading.compare import GradingError, call, inline_figures
 from normedu.grading.diagnose import check_against
 from normedu.grading.guard import TORCH_OK, assert_no_shortcut
+from normedu.grading.kernel_side import kernel_side
 
 __all__ = [
     "make_stack",
@@ -41,6 +42,7 @@ __all__ = [
     "check_grad_norms",
     "check_grad_norms_on",
     "make_blocks",
+    "blocks_from",
     "check_answers_format",
     "check_answer",
 ]
@@ -212,15 +214,34 @@ def _wirings(x: Any, sub: Callable, norm: Callable, kind: str) -> list:
     ]
 
 
+@kernel_side
+def _block_run(f: Callable, x: np.ndarray) -> dict:
+    """In the kernel: ``f(x, sublayer, norm)`` with the stand-ins of :func:`_probe_fns`, each
+    counting its calls, on the tensor of ``x``. Returns ``{"out": array or None, "type",
+    "norm_calls", "sub_calls"}``."""
+    import torch
+
+    norm, sub = _probe_fns()
+    n_c, s_c = _Counted(norm), _Counted(sub)
+    out = call(f, torch.tensor(x), s_c, n_c, name=f.__name__, block=False)
+    tensor = isinstance(out, torch.Tensor)
+    return {
+        "out": out.detach().double().numpy() if tensor else None,
+        "type": type(out).__name__,
+        "norm_calls": n_c.calls,
+        "sub_calls": s_c.calls,
+    }
+
+
 def _check_block(f: Callable, kind: str) -> None:
     import torch
 
     assert_no_shortcut(f, TORCH_OK)
     norm, sub = _probe_fns()
     x = torch.linspace(-1.5, 2.0, 12, dtype=torch.float64).reshape(3, 4)
-    n_c, s_c = _Counted(norm), _Counted(sub)
-    out = call(f, x.clone(), s_c, n_c, name=f.__name__, block=False)
-    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+    res = _block_run(f, x.numpy())
+    out = res.get("out") if isinstance(res, dict) else None
+    if not isinstance(out, np.ndarray) or out.shape != tuple(x.shape):
         raise GradingError(f"{f.__name__} must return a tensor of shape {tuple(x.shape)}")
     if kind == "pre":
         hyps = [
@@ -240,16 +261,17 @@ def _check_block(f: Callable, kind: str) -> None:
         ]
     expected = (_pre if kind == "pre" else _post)(x, sub, norm)
     check_against(
-        out.detach().numpy(),
+        out,
         expected.numpy(),
         f"{f.__name__}(x, sublayer, norm)",
         [(m, lambda t=t: t().numpy()) for m, t in hyps],
         relations=_wirings(x, sub, norm, kind),
     )
-    if n_c.calls != 1 or s_c.calls != 1:
+    calls = (res.get("norm_calls"), res.get("sub_calls"))
+    if calls != (1, 1):
         raise GradingError(
-            f"{CALLS}; {f.__name__} called norm {n_c.calls} and sublayer {s_c.calls} times"
-        )  # noqa: E501
+            f"{CALLS}; {f.__name__} called norm {calls[0]} and sublayer {calls[1]} times"
+        )
 
 
 def check_pre_norm(f: Callable) -> None:
@@ -262,33 +284,52 @@ def check_post_norm(f: Callable) -> None:
     _check_block(f, "post")
 
 
-def check_residual_on(
-    pre: Callable, post: Callable, x: Any, sublayer: Callable, norm: Callable
-) -> None:
-    """Both blocks on the caller's tensor ``x`` (any shape the modules accept) with a real
-    ``sublayer`` and ``norm`` (e.g. from :func:`make_stack`): outputs and the gradient with
-    respect to x against the reference wiring."""
+@kernel_side
+def _residual_run(f: Callable, x: np.ndarray, seed: int) -> dict:
+    """In the kernel: ``f(x, sublayer, norm)`` with the block of ``make_stack(depth=1,
+    width=D, seed=seed)`` on the tensor of ``x`` (..., D), and the gradient of its sum with
+    respect to x. Returns ``{"out", "gx"}`` as arrays (``gx`` None without autograd)."""
     import torch
 
+    subs, norms = make_stack(depth=1, width=int(np.shape(x)[-1]), seed=seed)
+    xs = torch.as_tensor(x).clone().requires_grad_(True)
+    out = call(f, xs, subs[0], norms[0], name=f.__name__, block=False)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(xs.shape):
+        raise GradingError(f"{f.__name__} must return a tensor of shape {tuple(xs.shape)}")
+    if not out.requires_grad:
+        return {"out": out.detach().double().numpy(), "gx": None}
+    (gx,) = torch.autograd.grad(out.sum(), xs)
+    return {"out": out.detach().double().numpy(), "gx": gx.double().numpy()}
+
+
+def check_residual_on(pre: Callable, post: Callable, x: Any, seed: int) -> None:
+    """Both blocks on the caller's tensor ``x`` (..., D) with a real sublayer and norm, those
+    of ``make_stack(depth=1, width=D, seed=seed)``: outputs and the gradient with respect to
+    x against the reference wiring."""
+    import torch
+
+    x = torch.as_tensor(x)
+    subs, norms = make_stack(depth=1, width=int(x.shape[-1]), seed=seed)
     for f, ref in ((pre, _pre), (post, _post)):
         assert_no_shortcut(f, TORCH_OK)
-        xs = x.detach().clone().requires_grad_(True)
-        out = call(f, xs, sublayer, norm, name=f.__name__, block=False)
+        res = _residual_run(f, x.detach().numpy(), seed)
         xr = x.detach().clone().requires_grad_(True)
-        expected = ref(xr, sublayer, norm)
+        expected = ref(xr, subs[0], norms[0])
+        got = {k: res.get(k) if isinstance(res, dict) else None for k in ("out", "gx")}
+        if not isinstance(got["out"], np.ndarray) or got["out"].shape != tuple(x.shape):
+            raise GradingError(f"{f.__name__} must return a tensor of shape {tuple(x.shape)}")
         check_against(
-            out.detach().double().numpy(),
+            got["out"],
             expected.detach().double().numpy(),
             f"{f.__name__} with a LayerNorm and an MLP",
             rtol=1e-5,
             atol=1e-6,
         )
-        if not out.requires_grad:
+        if not isinstance(got["gx"], np.ndarray) or got["gx"].shape != tuple(x.shape):
             raise GradingError(f"{f.__name__}'s output does not require grad: keep it in torch")
-        (gx,) = torch.autograd.grad(out.sum(), xs)
         (ex,) = torch.autograd.grad(expected.sum(), xr)
         check_against(
-            gx.double().numpy(),
+            got["gx"],
             ex.double().numpy(),
             f"the gradient of {f.__name__} with respect to x",
             rtol=1e-5,
@@ -333,20 +374,55 @@ def _grad_hypotheses(blocks, x, up) -> list:
     ]
 
 
-def _check_grads(f: Callable, blocks: list, x: Any, up: Any, label: str) -> None:
-    assert_no_shortcut(f, TORCH_OK)
-    res = call(f, blocks, x.clone(), up.clone(), name=f.__name__, block=False)
+def blocks_from(spec: tuple) -> list[Callable]:
+    """The blocks (callables on tensors) a plain ``spec`` names, the same in the kernel and in
+    the grader: ``("pre" | "post", depth, width, seed)``, the residual blocks of
+    ``make_stack(depth, width, seed)``; ``("functions", names)``, plain functions of
+    :data:`BLOCK_FUNCTIONS` (``"tanh"``, ``"triple"``, ``"sin"``)."""
+    kind, *rest = spec
+    if kind in ("pre", "post"):
+        depth, width, seed = (int(v) for v in rest)
+        return make_blocks(kind, *make_stack(depth=depth, width=width, seed=seed))
+    if kind == "functions":
+        import torch
+
+        table = {"tanh": torch.tanh, "triple": lambda t: 3.0 * t, "sin": torch.sin}
+        return [table[name] for name in rest[0]]
+    raise ValueError(f"unknown block spec {spec!r}")
+
+
+@kernel_side
+def _grad_norms_run(f: Callable, spec: tuple, x: np.ndarray, up: np.ndarray) -> list[float]:
+    """In the kernel: ``f(blocks, x, upstream)`` for the blocks of ``spec``
+    (:func:`blocks_from`), its answer as a list of floats."""
+    import torch
+
+    blocks = blocks_from(spec)
+    res = call(f, blocks, torch.tensor(x), torch.tensor(up), name=f.__name__, block=False)
     if not isinstance(res, (list, tuple)) or len(res) != len(blocks):
         n = len(res) if isinstance(res, (list, tuple)) else type(res).__name__
         raise GradingError(f"{f.__name__} must return a list of {len(blocks)} floats, got {n}")
     try:
-        values = tuple(float(v) for v in res)
+        return [float(v) for v in res]
     except (TypeError, ValueError, RuntimeError) as e:
         raise GradingError(f"{NOT_FLOAT}: {e}") from e
+
+
+def _check_grads(f: Callable, spec: tuple, x: Any, up: Any, label: str) -> None:
+    import torch
+
+    assert_no_shortcut(f, TORCH_OK)
+    x, up = torch.as_tensor(x), torch.as_tensor(up)
+    blocks = blocks_from(spec)
+    res = _grad_norms_run(f, spec, x.numpy(), up.numpy())
+    if not isinstance(res, list) or len(res) != len(blocks):
+        raise GradingError(f"{f.__name__} must return a list of {len(blocks)} floats")
+    if not all(type(v) is float for v in res):
+        raise GradingError(NOT_FLOAT)
     expected = tuple(_grad_norms(blocks, x, up))
     # As arrays, so that a difference no cause names is described (a constant factor, ...).
     check_against(
-        np.asarray(values),
+        np.asarray(res),
         np.asarray(expected),
         f"the gradient norms {label}",
         [(m, lambda t=t: np.asarray(t())) for m, t in _grad_hypotheses(blocks, x, up)],
@@ -358,15 +434,15 @@ def _check_grads(f: Callable, blocks: list, x: Any, up: Any, label: str) -> None
 
 def check_grad_norms(f: Callable) -> None:
     """A 4-block Pre-Norm stack of the reference blocks, random upstream gradient."""
-    subs, norms = make_stack(depth=4, width=8, seed=7)
     x, up = make_inputs(batch=5, width=8, seed=8)
-    _check_grads(f, make_blocks("pre", subs, norms), x, up, "of a 4-block Pre-Norm stack")
+    _check_grads(f, ("pre", 4, 8, 7), x, up, "of a 4-block Pre-Norm stack")
 
 
-def check_grad_norms_on(f: Callable, blocks: list, x: Any, upstream: Any, label: str = "") -> None:
+def check_grad_norms_on(f: Callable, spec: tuple, x: Any, upstream: Any, label: str = "") -> None:
     """``f(blocks, x, upstream)`` against the L2 norms of the gradient at each block's input,
-    for the caller's blocks (callables on tensors), input and upstream gradient."""
-    _check_grads(f, list(blocks), x, upstream, label or f"of a {len(blocks)}-block stack")
+    for the blocks a plain ``spec`` names (:func:`blocks_from`), and the caller's input and
+    upstream gradient."""
+    _check_grads(f, tuple(spec), x, upstream, label or f"of the blocks {spec}")
 
 
 # --------------------------------------------------------------------------- answers

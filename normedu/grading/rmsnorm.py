@@ -25,6 +25,7 @@ from normedu.grading.causes import param_grad_causes, switched
 from normedu.grading.compare import GradingError, call
 from normedu.grading.diagnose import check_against, norm_relations, normalize, normalize_backward
 from normedu.grading.guard import TORCH_OK, assert_no_shortcut
+from normedu.grading.kernel_side import kernel_side
 from normedu.grading.normcheck import NormTable, Probe, backward_on
 
 __all__ = [
@@ -189,55 +190,124 @@ def _make(cls: Any, *args: Any, **kwargs: Any) -> Any:
     return call(cls, *args, name=f"{getattr(cls, '__name__', 'RMSNorm')}(...)", **kwargs)
 
 
-def check_module_structure(cls: Any) -> None:
-    """A torch.nn.Module with a ``weight`` Parameter of shape (d,), initialized to ones."""
+# The module lives in the student's kernel. What crosses to the grader are plain facts and
+# arrays (the two harnesses below run there, :mod:`normedu.grading.kernel_side`); the
+# grader draws the inputs and computes the reference itself.
+
+
+@kernel_side
+def _module_facts(cls: Any, d: int) -> dict:
+    """In the kernel: is ``cls`` a torch module class, and, built as ``cls(d)``, its
+    parameters' names and its ``weight`` (type name, Parameter or not, shape, values)."""
     import torch
 
-    assert_no_shortcut(cls, TORCH_OK)
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-        raise GradingError("RMSNorm must be a class that subclasses torch.nn.Module")
-    m = _make(cls, 6)
+        return {"module": False}
+    m = _make(cls, d)
     w = getattr(m, "weight", None)
-    if w is None:
-        raise GradingError("RMSNorm(6) has no attribute `weight`: " + PARAM)
+    facts: dict = {"module": True, "params": [str(n) for n, _ in m.named_parameters()]}
+    if w is not None:
+        tensor = isinstance(w, torch.Tensor)
+        facts["weight"] = {
+            "type": type(w).__name__,
+            "parameter": isinstance(w, torch.nn.Parameter),
+            "shape": [int(v) for v in w.shape] if tensor else None,
+            "values": w.detach().double().numpy() if tensor else None,
+        }
+    return facts
+
+
+@kernel_side
+def _module_run(cls: Any, d: int, eps: float | None, x: Any, weight: Any, up: Any) -> dict:
+    """In the kernel: ``cls(d)`` (or ``cls(d, eps=eps)``) with its weight set to ``weight``,
+    run on ``x`` and back from the upstream gradient ``up`` (arrays, ``x`` and ``up`` of one
+    shape). Returns ``{"out", "gx", "gw"}`` as arrays, ``gw`` None when the weight gets no
+    gradient; raises GradingError when there is no such module or no autograd output."""
+    import torch
+
+    m = _make(cls, d) if eps is None else _make(cls, d, eps=eps)
+    w = getattr(m, "weight", None)
     if not isinstance(w, torch.nn.Parameter):
-        raise GradingError(f"RMSNorm(6).weight is a {type(w).__name__}: {PARAM}")
-    if tuple(w.shape) != (6,):
-        raise GradingError(f"RMSNorm(6).weight has shape {tuple(w.shape)}, expected (6,)")
-    if not torch.allclose(w.detach(), torch.ones(6)):
+        raise GradingError(f"RMSNorm({d}).weight is not a Parameter: {PARAM}")
+    if tuple(w.shape) != (d,):
+        raise GradingError(f"RMSNorm({d}).weight has shape {tuple(w.shape)}, expected ({d},)")
+    with torch.no_grad():
+        w.copy_(torch.as_tensor(weight))
+    xt = torch.as_tensor(x).clone().requires_grad_(True)
+    out = call(m, xt, name="RMSNorm.forward")
+    shape = tuple(np.shape(x))
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape:
+        raise GradingError(f"RMSNorm.forward must return a tensor of shape {shape}")
+    if not out.requires_grad:
+        raise GradingError("RMSNorm's output does not require grad: do not detach or use numpy")
+    upstream = torch.as_tensor(up).to(out.dtype)
+    gx, gw = torch.autograd.grad((out * upstream).sum(), (xt, w), allow_unused=True)
+    return {
+        "out": out.detach().double().numpy(),
+        "gx": None if gx is None else gx.double().numpy(),
+        "gw": None if gw is None else gw.double().numpy(),
+    }
+
+
+def _reported(res: object, key: str, shape: tuple, what: str) -> np.ndarray | None:
+    """``res[key]``, an array of ``shape`` (or None), as the kernel reported it."""
+    value = res.get(key) if isinstance(res, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, np.ndarray) or value.shape != shape or value.dtype.kind != "f":
+        raise GradingError(f"{what} is not a float tensor of shape {shape}")
+    return value
+
+
+def check_module_structure(cls: Any) -> None:
+    """A torch.nn.Module with a ``weight`` Parameter of shape (d,), initialized to ones."""
+    assert_no_shortcut(cls, TORCH_OK)
+    facts = _module_facts(cls, 6)
+    if not isinstance(facts, dict) or facts.get("module") is not True:
+        raise GradingError("RMSNorm must be a class that subclasses torch.nn.Module")
+    w = facts.get("weight")
+    if not isinstance(w, dict):
+        raise GradingError("RMSNorm(6) has no attribute `weight`: " + PARAM)
+    if w.get("parameter") is not True:
+        raise GradingError(f"RMSNorm(6).weight is a {w.get('type')}: {PARAM}")
+    if w.get("shape") != [6]:
+        raise GradingError(
+            f"RMSNorm(6).weight has shape {tuple(w.get('shape') or ())}, expected (6,)"
+        )
+    values = _reported(w, "values", (6,), "RMSNorm(6).weight")
+    if values is None or not np.allclose(values, 1.0):
         raise GradingError(INIT)
-    names = [n for n, _ in m.named_parameters()]
+    names = facts.get("params")
     if names != ["weight"]:
         raise GradingError(f"RMSNorm should have exactly one parameter, `weight`; it has {names}")
 
 
 def _module_case(cls: Any, shape: tuple, seed: int, eps: float | None) -> None:
-    """weight and x (+0.5) drawn from ``torch.Generator().manual_seed(seed)``."""
+    """weight and x (+0.5), then the upstream gradient, drawn from
+    ``torch.Generator().manual_seed(seed)``."""
     import torch
     import torch.nn.functional as F
 
     d = shape[-1]
-    m = _make(cls, d) if eps is None else _make(cls, d, eps=eps)
     eps_used = DEFAULT_EPS if eps is None else eps
-    if not isinstance(getattr(m, "weight", None), torch.nn.Parameter):
-        raise GradingError(f"RMSNorm({d}).weight is not a Parameter: {PARAM}")
     g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        m.weight.copy_(torch.rand(d, generator=g) + 0.5)
-    x = (torch.randn(shape, generator=g) + 0.5).requires_grad_(True)
-    out = call(m, x, name="RMSNorm.forward")
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != shape:
+    weight = torch.rand(d, generator=g) + 0.5
+    x = torch.randn(shape, generator=g) + 0.5
+    up = torch.randn(shape, generator=g)
+    res = _module_run(cls, d, eps, x.numpy(), weight.numpy(), up.numpy())
+    out = _reported(res, "out", shape, "RMSNorm.forward's output")
+    if out is None:
         raise GradingError(f"RMSNorm.forward must return a tensor of shape {shape}")
-    w_ref = m.weight.detach().clone().requires_grad_(True)
-    x_ref = x.detach().clone().requires_grad_(True)
+    w_ref = weight.clone().requires_grad_(True)
+    x_ref = x.clone().requires_grad_(True)
     expected = F.rms_norm(x_ref, (d,), w_ref, eps_used)
     label = f"RMSNorm({d}{'' if eps is None else f', eps={eps}'}) output for shape {shape}"
-    arrays = {"x": x.detach().double().numpy(), "gamma": m.weight.detach().double().numpy()}
+    arrays = {"x": x.double().numpy(), "gamma": weight.double().numpy()}
     hyps = RMSNORM.hypotheses(
         RMSNORM.causes, Probe(arrays, {"eps": eps_used}), RMSNORM.forward_value
     )
     check_against(
-        out.detach().double().numpy(),
+        out,
         expected.detach().double().numpy(),
         label,
         hyps,
@@ -246,16 +316,16 @@ def _module_case(cls: Any, shape: tuple, seed: int, eps: float | None) -> None:
         diag_tol=(2e-5, 1e-6),
     )
     # Gradients flow through autograd to x and to the weight.
-    up = torch.randn(shape, generator=g)
-    if not out.requires_grad:
-        raise GradingError("RMSNorm's output does not require grad: do not detach or use numpy")
-    gx, gw = torch.autograd.grad((out * up).sum(), (x, m.weight), allow_unused=True)
-    ex, ew = torch.autograd.grad((expected * up).sum(), (x_ref, w_ref))
+    gx = _reported(res, "gx", shape, "the gradient with respect to x")
+    gw = _reported(res, "gw", (d,), "the gradient with respect to the weight")
     if gw is None:
         raise GradingError("the weight gets no gradient: multiply the normalized x by self.weight")
+    if gx is None:
+        raise GradingError("x gets no gradient: compute the output from x with torch operations")
+    ex, ew = torch.autograd.grad((expected * up).sum(), (x_ref, w_ref))
     for got, want, name in ((gx, ex, "x"), (gw, ew, "weight")):
         what = f"the gradient with respect to {name}"
-        check_against(got.double().numpy(), want.double().numpy(), what, rtol=1e-4, atol=1e-5)
+        check_against(got, want.double().numpy(), what, rtol=1e-4, atol=1e-5)
 
 
 def check_module_forward(cls: Any) -> None:

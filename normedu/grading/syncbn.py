@@ -32,6 +32,7 @@ from normedu.conventions import DEFAULT_EPS
 from normedu.grading.compare import GradingError, assert_close, unchanged
 from normedu.grading.diagnose import Hypothesis, diagnose, matches, normalize, normalize_backward
 from normedu.grading.guard import assert_no_shortcut, library_blocked
+from normedu.grading.kernel_side import kernel_side
 from normedu.grading.messages import EPS_OUT, NO_BETA, NO_GAMMA, SWAPPED
 from normedu.grading.normcheck import OTHER_EPS, NormTable, Probe
 
@@ -136,10 +137,14 @@ class _Group:
             self.cond.notify_all()
 
 
+@kernel_side
 def simulate(
     fn: Callable, per_process: Sequence[tuple], timeout: float = TIMEOUT, **kwargs: Any
 ) -> list[Any]:
     """Run ``fn(*per_process[p], all_reduce_p, **kwargs)`` on simulated processes (threads).
+
+    A kernel-side harness (:mod:`normedu.grading.kernel_side`): when the grader checks a
+    hand-in, the processes run in the student's kernel and only their results come back.
 
     ``all_reduce_p`` is the last positional argument, as in the assignment's signatures, and
     sums over the processes. Returns the results in process order. Raises
