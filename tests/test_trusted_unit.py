@@ -237,11 +237,16 @@ def test_simulated_processes_run_in_the_kernel_and_are_judged_here(kernel):
             all_reduce(x.sum(0))
         return x
 
-    for wrong in (local, hangs):
+    def modifies(x, gamma, beta, all_reduce, eps=1e-5):  # right, but scribbles on x
+        out = syncbn(x, gamma, beta, all_reduce, eps)
+        x[...] = 0.0
+        return out
+
+    for wrong, says in ((local, ""), (modifies, "in place"), (hangs, "all-reduce")):
         ns["f"] = wrong
         outputs, passed = cells.run(SYNC, "t")
         assert not passed and outputs[-1]["ename"] == "GradingError", outputs
-    assert "all-reduce" in outputs[-1]["evalue"]  # the simulation's own message came back
+        assert says in outputs[-1]["evalue"], outputs  # the kernel's own message came back
 
 
 PREPOST = (
@@ -285,3 +290,34 @@ def test_blocks_and_gradients_stay_in_the_kernel_and_are_judged_here(kernel):
         outputs, passed = cells.run(PREPOST, "t")
         assert not passed and outputs[-1]["ename"] == "GradingError", (name, outputs)
         ns[name] = right
+
+
+def test_a_kernel_cannot_rewrite_the_inputs_a_harness_was_given():
+    """A forged kernel answers a harness with zeros and reports its inputs as zeros "after
+    the call": the check's reference comes from its own inputs, so zeros fail."""
+
+    def forged(op):
+        if op["op"] == "describe":
+            return {n: {"callable": True} for n in op["names"] if n == "RMSNorm"}
+        if op["op"] == "shortcuts":
+            return []
+        d, eps, x, w, up = plain.decode(json.loads(op["payload"])["args"])
+        ok = {"out": np.zeros(x.shape), "gx": np.zeros(x.shape), "gw": np.zeros(d)}
+        after = [d, eps, np.zeros_like(x), w, np.zeros_like(up)]
+        return {"ok": plain.encode(ok), "args": plain.encode(after), "kwargs": plain.encode({})}
+
+    cell = "from normedu.grading import rmsnorm as grade\ngrade.check_module_forward(RMSNorm)"
+    outputs, passed = TrustedCells(forged).run(cell, "t")
+    assert not passed and outputs[-1]["ename"] == "GradingError", outputs
+
+
+def test_a_profile_that_zeroes_the_weights_in_place_fails():
+    from normedu.grading import drift
+
+    def zeroes(x, weights, activation=np.tanh):
+        for w in weights:
+            w[...] = 0.0
+        return np.zeros((len(weights), 3))
+
+    with pytest.raises(AssertionError):
+        drift.check_drift_profile(zeroes)

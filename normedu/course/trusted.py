@@ -74,7 +74,7 @@ def _builtin_exception(name: str, message: str, harness: bool = False) -> BaseEx
 
 def _update_in_place(before, now) -> None:
     """Leave the trusted side's arguments as the student's function left its copies: arrays
-    (same shape) and dicts, also inside lists and tuples (a harness takes one per process)."""
+    (same shape) and dicts, also inside lists and tuples, as in the student's process."""
     import numpy as np
 
     if isinstance(before, np.ndarray) and isinstance(now, np.ndarray):
@@ -91,8 +91,8 @@ def _update_in_place(before, now) -> None:
 class Proxy:
     """Stands for the student's function ``name``: a call is made in the kernel
     (:func:`.plain.call`) and returns plain values; arrays and dicts passed in are updated in
-    place as the real function left them. :meth:`run_in_kernel` runs a check's kernel-side
-    harness on it there instead."""
+    place as the real function left them (the checks pass copies and compare). Its
+    :meth:`run_in_kernel` runs a check's kernel-side harness on it there instead."""
 
     def __init__(self, cells: TrustedCells, name: str, shortcuts: dict | None = None):
         self._cells = cells
@@ -118,11 +118,16 @@ class Proxy:
         answer = self._cells.request({**request, "payload": payload})
         if not isinstance(answer, dict):
             raise PlainValueError("the kernel's answer is not a mapping")
-        after, kw_after = decode(answer.get("args")), decode(answer.get("kwargs"))
-        _update_in_place(list(args), after)
-        if isinstance(kw_after, dict):
-            for k, before in kwargs.items():
-                _update_in_place(before, kw_after.get(k))
+        # A plain call's arguments are the check's copies, compared afterwards with what it
+        # kept (the in-place check). A harness's are the check's own inputs, which it then
+        # computes the reference from: they never take what the kernel sends back (a harness
+        # checks in-place changes in the kernel itself).
+        if request["op"] == "call":
+            after, kw_after = decode(answer.get("args")), decode(answer.get("kwargs"))
+            _update_in_place(list(args), after)
+            if isinstance(kw_after, dict):
+                for k, before in kwargs.items():
+                    _update_in_place(before, kw_after.get(k))
         if "error" in answer:
             name, message, frames = (list(answer["error"]) + ["", "", []])[:3]
             exc = _builtin_exception(str(name), str(message), harness=request["op"] == "harness")

@@ -137,14 +137,10 @@ class _Group:
             self.cond.notify_all()
 
 
-@kernel_side
 def simulate(
     fn: Callable, per_process: Sequence[tuple], timeout: float = TIMEOUT, **kwargs: Any
 ) -> list[Any]:
     """Run ``fn(*per_process[p], all_reduce_p, **kwargs)`` on simulated processes (threads).
-
-    A kernel-side harness (:mod:`normedu.grading.kernel_side`): when the grader checks a
-    hand-in, the processes run in the student's kernel and only their results come back.
 
     ``all_reduce_p`` is the last positional argument, as in the assignment's signatures, and
     sums over the processes. Returns the results in process order. Raises
@@ -369,16 +365,27 @@ SYNCBN = NormTable(
 )
 
 
-def _simulated(fn, names, per_process, eps, backward=False) -> list:
-    """``simulate`` on copies of each process's inputs (named ``names``); every process's
-    inputs checked unchanged and its result checked like a single call's."""
-    copies = [tuple(a.copy() for a in args) for args in per_process]
+@kernel_side
+def _simulated_run(fn: Callable, names: list, per_process: list, eps: float) -> list:
+    """In the kernel (:mod:`normedu.grading.kernel_side`): :func:`simulate` on copies of each
+    process's inputs (named ``names``), each checked unchanged; the results by process."""
+    copies = [tuple(np.array(a, copy=True) for a in args) for args in per_process]
     results = simulate(fn, copies, eps=eps)
     fn_name = getattr(fn, "__name__", "your function")
-    checked = []
-    for r, (args, after, res) in enumerate(zip(per_process, copies, results, strict=True)):
+    for args, after in zip(per_process, copies, strict=True):
         for name, before, now in zip(names, args, after, strict=True):
-            unchanged(before, now, name, fn_name)
+            unchanged(np.asarray(before), now, name, fn_name)
+    return results
+
+
+def _simulated(fn, names, per_process, eps, backward=False) -> list:
+    """The results of :func:`_simulated_run`, every process's checked like a single call's."""
+    results = _simulated_run(fn, list(names), per_process, eps)
+    fn_name = getattr(fn, "__name__", "your function")
+    if not isinstance(results, list) or len(results) != len(per_process):
+        raise GradingError(f"{fn_name} did not return a result on every simulated process")
+    checked = []
+    for r, (args, res) in enumerate(zip(per_process, results, strict=True)):
         named = dict(zip(names, args, strict=True))
         named.setdefault("beta", named["gamma"])  # the backward has none; dbeta is shaped like it
         probe = Probe(named)
