@@ -136,6 +136,13 @@ def test_autograde_stops_where_kernels_cannot_be_cut_off_the_network(tmp_path, m
         autograde(Course(root=tmp_path), "demo")
 
 
+def _failed(cells, cell: str) -> dict:
+    """The error output of test cell ``cell``, which must fail with a check's message."""
+    outputs, passed = cells.run(cell, "t")
+    assert not passed and outputs[-1]["ename"] == "GradingError", outputs
+    return outputs[-1]
+
+
 def test_a_passable_function_crosses_by_name_and_nothing_else_does():
     from normedu.grading import drift
 
@@ -169,8 +176,7 @@ def test_the_activation_reaches_the_students_stack(kernel):
     assert cells.run(STACK, "t")[1] and cells.run(RELU, "t")[1]
     ns["f"] = lambda x, weights, activation=np.tanh: stack(x, weights)  # ignores it
     for cell in (STACK, RELU):
-        outputs, passed = cells.run(cell, "t")
-        assert not passed and outputs[-1]["ename"] == "GradingError", outputs
+        _failed(cells, cell)
 
 
 MODULE = (
@@ -204,8 +210,7 @@ def test_a_torch_module_is_run_in_the_kernel_and_judged_here(kernel):
             return x * torch.rsqrt((x * x).mean(-1, keepdim=True)) * self.weight
 
     ns["M"] = NoEps
-    outputs, passed = cells.run(MODULE, "t")
-    assert not passed and outputs[-1]["ename"] == "GradingError", outputs
+    _failed(cells, MODULE)
 
 
 SYNC = (
@@ -244,9 +249,7 @@ def test_simulated_processes_run_in_the_kernel_and_are_judged_here(kernel):
 
     for wrong, says in ((local, ""), (modifies, "in place"), (hangs, "all-reduce")):
         ns["f"] = wrong
-        outputs, passed = cells.run(SYNC, "t")
-        assert not passed and outputs[-1]["ename"] == "GradingError", outputs
-        assert says in outputs[-1]["evalue"], outputs  # the kernel's own message came back
+        assert says in _failed(cells, SYNC)["evalue"]  # the kernel's own message came back
 
 
 PREPOST = (
@@ -287,8 +290,7 @@ def test_blocks_and_gradients_stay_in_the_kernel_and_are_judged_here(kernel):
         ("g", lambda blocks, x, upstream: grad_norms(blocks, x, upstream)[::-1]),
     ):
         right, ns[name] = ns[name], wrong
-        outputs, passed = cells.run(PREPOST, "t")
-        assert not passed and outputs[-1]["ename"] == "GradingError", (name, outputs)
+        _failed(cells, PREPOST)
         ns[name] = right
 
 
@@ -307,8 +309,7 @@ def test_a_kernel_cannot_rewrite_the_inputs_a_harness_was_given():
         return {"ok": plain.encode(ok), "args": plain.encode(after), "kwargs": plain.encode({})}
 
     cell = "from normedu.grading import rmsnorm as grade\ngrade.check_module_forward(RMSNorm)"
-    outputs, passed = TrustedCells(forged).run(cell, "t")
-    assert not passed and outputs[-1]["ename"] == "GradingError", outputs
+    _failed(TrustedCells(forged), cell)
 
 
 def test_a_profile_that_zeroes_the_weights_in_place_fails():
