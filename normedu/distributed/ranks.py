@@ -108,7 +108,9 @@ def run_ranks(
     be picklable (``fn`` a module-level function of an importable module) and so must its
     return value. Raises :class:`RankError` with the first failing rank's traceback (the other
     ranks are terminated), or :class:`TimeoutError` if the ranks have not all returned within
-    ``timeout`` seconds (start-up included). Never leaves a child process behind.
+    ``timeout`` seconds of their start (their own start-up, joining the group, included; the
+    first call in a process also waits, before that, for the forkserver to import torch:
+    seconds). Never leaves a child process behind.
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
