@@ -745,3 +745,15 @@ def test_grading_bench_compares_grades_not_times():
     worse = head + "s1,11,s1.ipynb,2026-12-03T01:37:43,2026-12-03T01:37:43,\n"
     assert _grades_only(first) == _grades_only(later)
     assert _grades_only(first) != _grades_only(worse)
+
+
+def test_the_sandbox_summary_says_whether_workers_get_a_pid_namespace(monkeypatch):
+    """Where `unshare` is refused, the workers run without a PID namespace of their own; the
+    summary line of every autograde run (and of the export's notes) says so."""
+    from normedu.course import pool
+    from normedu.course.sandbox import describe_sandbox
+
+    monkeypatch.setattr(pool, "_PID_NAMESPACE", ["unshare", "--pid"])
+    assert "+ a PID namespace per worker" in describe_sandbox()
+    monkeypatch.setattr(pool, "_PID_NAMESPACE", [])
+    assert "no PID namespace: a kernel can kill its worker" in describe_sandbox()

@@ -242,8 +242,17 @@ def confine(
 
 def describe_sandbox(landlock: str = "auto", allow_network: bool = False) -> str:
     """One line for the report and the notes: what confines a kernel on this machine."""
+    from .pool import pid_namespace
+
     abi = landlock_abi()
     network = " + network namespace" if not allow_network else " (network allowed)"
+    # The workers' own PID namespaces (pool.py): without them a kernel that kills its
+    # worker costs a re-grade, not a grade, and the instructor should know it.
+    network += (
+        " + a PID namespace per worker"
+        if pid_namespace()
+        else " (no PID namespace: a kernel can kill its worker; its hand-ins are graded again)"
+    )
     if landlock != "off" and abi > 0:
         signals = (
             ", no signals out"
