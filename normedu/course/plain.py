@@ -189,8 +189,9 @@ def call(name: str, payload: str, harness: str | None = None) -> str:
     silenced and the norm libraries blocked, as :func:`normedu.grading.compare.call` does;
     with ``harness``, run that kernel-side harness on it instead,
     ``harness(name, *args, **kwargs)`` (it calls the student's code itself, as its check
-    did). Returns the encoded result or the exception's name and message, and the arguments
-    as they are after the call (a function may modify them in place: the checks look)."""
+    did). Returns the encoded result or the exception's name and message, and, for a plain
+    call, the arguments as they are after it (a function may modify them in place: the
+    checks look)."""
     import contextlib
     import warnings
 
@@ -211,8 +212,9 @@ def call(name: str, payload: str, harness: str | None = None) -> str:
             out["ok"] = encode(run(*args, **kwargs))
     except BaseException as exc:  # noqa: BLE001 - the student's failure, reported as data
         out["error"] = [type(exc).__name__, str(exc)[:4000], _cell_frames(exc)]
-    out["args"] = encode(args)
-    out["kwargs"] = encode(kwargs)
+    if harness is None:  # a harness's arguments are not read back (trusted.Proxy._ask)
+        out["args"] = encode(args)
+        out["kwargs"] = encode(kwargs)
     return json.dumps(out)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from normedu import functional as ref
 from normedu.conventions import DEFAULT_EPS
 from normedu.grading.causes import param_grad_causes, switched
-from normedu.grading.compare import GradingError, call
+from normedu.grading.compare import GradingError, assert_array, call
 from normedu.grading.diagnose import check_against, norm_relations, normalize, normalize_backward
 from normedu.grading.guard import TORCH_OK, assert_no_shortcut
 from normedu.grading.kernel_side import kernel_side
@@ -250,13 +250,9 @@ def _module_run(cls: Any, d: int, eps: float | None, x: Any, weight: Any, up: An
 
 
 def _reported(res: object, key: str, shape: tuple, what: str) -> np.ndarray | None:
-    """``res[key]``, an array of ``shape`` (or None), as the kernel reported it."""
+    """``res[key]`` as the kernel reported it: None, or a float array of ``shape``."""
     value = res.get(key) if isinstance(res, dict) else None
-    if value is None:
-        return None
-    if not isinstance(value, np.ndarray) or value.shape != shape or value.dtype.kind != "f":
-        raise GradingError(f"{what} is not a float tensor of shape {shape}")
-    return value
+    return None if value is None else assert_array(value, shape, what, finite=False)
 
 
 def check_module_structure(cls: Any) -> None:
