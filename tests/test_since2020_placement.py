@@ -295,3 +295,17 @@ def test_figures_are_drawn():
         PL.sweep_figure(_sweep(True)),
     ]
     assert all(isinstance(f, Figure) for f in figs)
+
+
+def test_the_init_profile_text_reports_the_block_to_block_scatter():
+    """No trend from first to last is not "level": the text gives the largest block's gradient
+    over the smallest, so a scatter of ×3 (Post-LN's at this size) shows."""
+    from normedu.claims import since2020_placement as C
+    from normedu.experiments.since2020_placement import InitProfiles
+
+    grads = {"pre": [1.0, 0.1], "sandwich": [1.0, 0.1], "olmo2": [1.0, 0.1],
+             "post": [0.5, 1.5, 0.6], "deepnorm": [0.1, 0.1, 0.1]}  # fmt: skip
+    stream = {p: [1.0, 2.0] for p in grads}
+    text = C.describe_init(InitProfiles(3, 8, 1, stream, grads))
+    assert "show no trend from first to last" in text
+    assert "×3.0 for Post-LN" in text and "×1.0 for DeepNorm" in text

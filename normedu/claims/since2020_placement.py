@@ -63,6 +63,7 @@ def outcome_rule(chance: float) -> str:
 def describe_init(init) -> str:
     """The stream and gradient profiles at init (:class:`InitProfiles`), in words."""
     lof = {p: init.last_over_first(p) for p in init.grads}
+    spread = {p: max(init.grads[p]) / min(init.grads[p]) for p in ("post", "deepnorm")}
 
     def ends(p: str) -> str:
         s = init.stream[p]
@@ -84,8 +85,15 @@ def describe_init(init) -> str:
             else "the placements that never normalize the stream do **not** all give their "
             "early blocks the larger gradients"
         )
-        + ", the two that normalize it keep them "
-        + ("level." if all(0.5 <= lof[p] <= 2 for p in ("post", "deepnorm")) else "uneven.")
+        + ", the two that normalize it show "
+        + (
+            "no trend from first to last"
+            if all(0.5 <= lof[p] <= 2 for p in ("post", "deepnorm"))
+            else "a trend from first to last"
+        )
+        + " (from block to block, the largest over the smallest is "
+        + ", ".join(f"×{spread[p]:.1f} for {_label(p)}" for p in ("post", "deepnorm"))
+        + ")."
     )
 
 
@@ -119,8 +127,9 @@ def describe_updates(upd) -> str:
     g = upd.groups["deepnorm"]
     m = g[BOUND_GROUP]
     split = (
-        f" Split by what the step moves: the block matrices alone (queries, keys, values, "
-        f"output and feed-forward weights: what the bound covers) change DeepNorm's output by "
+        f" Split by what the step moves: the block matrices alone (the value, output and "
+        f"feed-forward weights, which the bound covers, and the queries and keys, which it "
+        f"assumes away) change DeepNorm's output by "
         f"{_series(m)} (×{upd.ratio('deepnorm', BOUND_GROUP):.2f}; Post-LN's by "
         f"{_series(upd.groups['post'][BOUND_GROUP])}); the norms' gains and biases by "
         f"{_series(g['norm gains and biases'])} "
