@@ -16,8 +16,8 @@ A page whose front matter sets ``normedu: {execute_alone: true}`` (the fast-kern
 whose numbers are timings) executes after the others, with nothing else of the build running.
 Pages that must run after the others (``ledger_last.LAST``: the claims ledger, the execution
 status, the references) and pages that are not in cache mode are left to the read phase. A
-page whose execution fails here is not cached: the read phase runs it again and reports the
-error as it always does.
+page whose execution fails here, or whose kernel dies, is not cached: the read phase runs it
+again and reports the error as it always does.
 """
 
 from __future__ import annotations
@@ -130,14 +130,18 @@ def execute_outdated(app, env, docnames) -> None:
             record = functools.partial(cpu.__setitem__, docname)
             kernels["kernel_manager_class"] = warm_kernel_manager(zygote, on_exit=record)
         # The kernels do the work; a thread per page only waits for them.
-        result = single_nb_execution(
-            notebook,
-            cwd=str(path.parent),
-            allow_errors=nb_config.execution_allow_errors,
-            timeout=nb_config.execution_timeout,
-            meta_override=True,
-            **kernels,
-        )
+        try:
+            result = single_nb_execution(
+                notebook,
+                cwd=str(path.parent),
+                allow_errors=nb_config.execution_allow_errors,
+                timeout=nb_config.execution_timeout,
+                meta_override=True,
+                **kernels,
+            )
+        except Exception as exc:  # noqa: BLE001 - a dead kernel: this page only, not the build
+            LOGGER.info(f"{docname}: {type(exc).__name__} here: {exc}")
+            return item, None
         return item, result
 
     cache = get_cache(nb_config.execution_cache_path or ".jupyter_cache")
@@ -153,7 +157,7 @@ def execute_outdated(app, env, docnames) -> None:
         if zygote is not None:
             zygote.close()
     for (docname, path, notebook, read_fmt), result in done:
-        if result.err is not None:
+        if result is None or result.err is not None:
             LOGGER.info(f"{docname}: failed here, the read phase runs it again")
             continue
         stage = (
