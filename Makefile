@@ -23,7 +23,7 @@ PYTEST_ARGS ?=
 # Extra jupyter lab arguments, e.g. make lab LAB_ARGS="--port=8890 --no-browser"
 LAB_ARGS ?=
 
-.PHONY: env book serve test test-fast lint lab student student-lab browser release release-check grade-bench bench clean help
+.PHONY: env book serve test test-fast lint lab student student-lab browser release release-check grade-bench bench timings clean help
 
 help:
 	@sed -n '2,7p' Makefile
@@ -113,6 +113,11 @@ grade-bench: $(STAMP)
 # Normalization kernels: quick benchmark of this device (results in bench-out/).
 bench: $(STAMP)
 	$(PY) -m normedu.bench --quick
+
+# The timings the pages state (results/cpu/timings, committed): measured again on this machine,
+# one after the other, with nothing else running (about a minute). The next build shows them.
+timings: $(STAMP)
+	$(PY) -m normedu.records --alone
 
 clean:
 	rm -rf _build

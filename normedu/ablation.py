@@ -19,7 +19,10 @@ from typing import Any
 
 from .timing import interleaved
 
-__all__ = ["cpu_kernel_ablation"]
+__all__ = ["cpu_kernel_ablation", "measure", "ABLATION_RECORD", "stored_ablation"]
+
+#: The record the fast appendix reads (:mod:`normedu.records`).
+ABLATION_RECORD = "cpu_kernel_ablation"
 
 
 def cpu_kernel_ablation(n: int = 2048, d: int = 4096, reps: int = 9, seed: int = 0) -> dict:
@@ -61,3 +64,20 @@ def cpu_kernel_ablation(n: int = 2048, d: int = 4096, reps: int = 9, seed: int =
         "seconds": best,
         "frac_of_copy": {k: best["copy"] / v for k, v in best.items()},
     }
+
+
+def measure(runs: list[list[int]], seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(data, provenance)`` of the record :data:`ABLATION_RECORD`: ``data["runs"]`` holds
+    :func:`cpu_kernel_ablation` of each ``(n, d, reps)`` of ``runs``, in order."""
+    from .provenance import provenance
+
+    data = {"runs": [cpu_kernel_ablation(n, d, reps=reps, seed=seed) for n, d, reps in runs]}
+    return data, provenance(f"python -m normedu.records {ABLATION_RECORD}", device="cpu")
+
+
+def stored_ablation() -> tuple[list[dict], dict[str, Any]]:
+    """The stored ablation: (the :func:`cpu_kernel_ablation` results, their provenance)."""
+    from .records import read
+
+    rec = read(ABLATION_RECORD)
+    return rec["data"]["runs"], rec["provenance"]

@@ -1,23 +1,26 @@
-"""Named records: every number that more than one page states, measured once and read by all.
+"""Named records: every timing a page states, measured once, alone, and stored with the course.
 
-A page that states a number another page also states does not compute it: it reads the
-record, ``records.read("rmsnorm_layernorm_speed")``. A record is one JSON file,
-``<course root>/_build/records/<name>.json``, written with :func:`normedu.results.write_record`
-(``{"provenance", "data"}``); its provenance says what it measured (``record.params``) and
-whether the build's timing phase made it (``record.alone``).
+A page that states a speed does not time anything: it reads the record,
+``records.read("rmsnorm_layernorm_speed")``. A record is one JSON file,
+``<course root>/results/cpu/timings/<name>.json``, written with
+:func:`normedu.results.write_record` (``{"provenance", "data"}``); its provenance says what it
+measured (``record.params``), on which machine and when, and whether it was measured alone
+(``record.alone``).
 
 * :data:`RECORDS` is the registry: name -> :class:`Record` (what it holds, the function that
   computes it, given by dotted path so that this module stays torch-free, its parameters, and
-  whether it is a timing).
+  the pages that state it).
+* Timings change with the machine's load, and a book build executes its pages several at a
+  time: a call timed beside another page's training is slowed by a random amount. So timings
+  are benchmarks that write their figures down: ``make timings`` (``python -m normedu.records
+  --alone``) measures every record with nothing else running, and the files are committed with
+  the course, as the GPU results are (``results/``). A build, a test session and a student's
+  notebook only read them; the pages say on which machine and when they were measured.
 * :func:`read` returns the stored record, or computes, stores and returns it when it is
-  absent or was measured with other parameters: a page executed on its own (a student in
-  JupyterLab) still works. When several processes compute one at once, the first stored wins
-  and the others return it, so that every page of a build reads the same numbers.
-* Timings change with the machine's load, and the build executes its pages several at a time:
-  the build measures every timing record first, with nothing else of it running
-  (``book/_ext/timing_phase.py`` runs ``python -m normedu.records --alone``), and the pages
-  only read them. A record is measured again when it is missing, when its parameters changed,
-  or, for a timing, when it was not made by the timing phase (a page run on its own made it).
+  absent or was measured with other parameters: a page executed on its own still works. When
+  several processes compute one at once, the first stored wins and the others return it.
+* The build measures a record before any page runs (``book/_ext/timing_phase.py``) only when it
+  is stale: missing, measured with other parameters, or not measured alone.
 
 Outside a course checkout (no course root) records are computed and kept in memory only.
 """
@@ -37,8 +40,8 @@ from .results import make_record, read_record, write_record
 
 __all__ = ["Record", "RECORDS", "FOLDER", "path", "read", "compute", "stale", "main"]
 
-#: Where the records of a build live, under the course root (removed with the build).
-FOLDER = Path("_build") / "records"
+#: Where the records live, under the course root: committed, beside the stored GPU results.
+FOLDER = Path("results") / "cpu" / "timings"
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ class Record:
       inside the measurement, so that it states the threads it ran with).
     - params: what is measured (sizes, repetitions); a stored record with other params is
       measured again.
-    - timing: a measurement of speed: made in the build's timing phase, alone.
+    - timing: a measurement of speed: measured alone (``make timings``, or the build's timing
+      phase when it is stale).
     - pages: the book's pages (docnames) that state it: executed again when it is measured
       again, so that a cached page never quotes an earlier measurement.
     """
@@ -63,8 +67,8 @@ class Record:
     pages: tuple[str, ...] = ()
 
 
-#: Every named record. Sizes are the ones the pages state, no more: the timing phase is part
-#: of every cold build.
+#: Every named record. Sizes are the ones the pages state, no more: ``make timings`` measures
+#: them all in about a minute.
 RECORDS: dict[str, Record] = {
     "rmsnorm_layernorm_speed": Record(
         description="forward time of RMSNorm and LayerNorm (eager, textbook, compiled, fast) "
@@ -89,6 +93,26 @@ RECORDS: dict[str, Record] = {
         timing=True,
         pages=("book/rmsnorm",),
     ),
+    "cpu_kernel_bench": Record(
+        description="forward and forward+backward time of every LayerNorm and RMSNorm "
+        "implementation and of a copy, float32, at the quick preset's shape "
+        "(`python -m normedu.bench --quick`): the fast appendix's bandwidth figure and tables",
+        compute="normedu.bench.runner:measure_book_run",
+        # The preset and skips themselves are normedu.bench's QUICK preset and QUICK_SKIP:
+        # tests/test_records.py checks that the stored run measured them.
+        params={"preset": "quick"},
+        timing=True,
+        pages=("book/fast",),
+    ),
+    "cpu_kernel_ablation": Record(
+        description="best-of-reps forward time of a copy, the Inductor LayerNorm kernel and "
+        "the C kernel with ordinary and with streaming stores, float32, at two sizes: the fast "
+        "appendix's ablation table",
+        compute="normedu.ablation:measure",
+        params={"runs": [[2048, 4096, 9], [8192, 4096, 5]], "seed": 0},
+        timing=True,
+        pages=("book/fast",),
+    ),
 }
 
 _MEMORY: dict[str, dict[str, Any]] = {}
@@ -101,7 +125,7 @@ def _spec(name: str) -> Record:
 
 
 def path(name: str) -> Path | None:
-    """``<course root>/_build/records/<name>.json``, or None outside a course checkout."""
+    """``<course root>/results/cpu/timings/<name>.json``, or None outside a course checkout."""
     _spec(name)
     root = course_root()
     return None if root is None else root / FOLDER / f"{name}.json"
@@ -121,8 +145,8 @@ def _stored(name: str) -> dict[str, Any] | None:
 
 
 def stale(timing_only: bool = True) -> list[str]:
-    """Names of the records the timing phase must (re)make: missing, measured with other
-    params, or (timings) not made by the timing phase."""
+    """Names of the records to measure again: missing, measured with other params, or
+    (timings) not measured alone."""
     out = []
     for name, spec in RECORDS.items():
         if timing_only and not spec.timing:
@@ -136,7 +160,8 @@ def stale(timing_only: bool = True) -> list[str]:
 def compute(name: str, *, alone: bool = False, replace: bool = True) -> dict[str, Any]:
     """Compute record ``name`` and store it; returns ``{"provenance", "data"}``.
 
-    ``alone``: made by the timing phase, with nothing else of the build running.
+    ``alone``: measured with nothing else of a build running (``make timings``, the timing
+    phase).
     ``replace=False``: if another process stored the record meanwhile, keep and return
     that one (first stored wins), so that concurrent readers agree.
     """
@@ -180,10 +205,12 @@ def read(name: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m normedu.records [--alone] [--stale] [NAME ...]``: compute records (all, the
-    named ones, or the stale timings) and store them under ``_build/records``."""
+    named ones, or the stale timings) and store them under ``results/cpu/timings``."""
     ap = argparse.ArgumentParser(prog="python -m normedu.records", description=main.__doc__)
     ap.add_argument("names", nargs="*", help=f"records to compute (of {sorted(RECORDS)})")
-    ap.add_argument("--alone", action="store_true", help="mark them made by the timing phase")
+    ap.add_argument(
+        "--alone", action="store_true", help="mark them measured with nothing else running"
+    )
     ap.add_argument("--stale", action="store_true", help="only the stale timing records")
     args = ap.parse_args(argv)
     names = stale() if args.stale else (args.names or list(RECORDS))

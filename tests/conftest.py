@@ -62,9 +62,8 @@ def book_build_command(out: Path | None = None, extra: list[str] | None = None) 
 
 def _build_env() -> dict[str, str]:
     # The one BLAS/OpenMP thread per process set above, and one hash seed (set iteration in
-    # Sphinx's output). The tests run beside the build: no page of it can run alone
-    # (book/_ext/parallel_execute.py).
-    return {**os.environ, "PYTHONHASHSEED": "0", "NORMEDU_BUILD_SHARES_MACHINE": "1"}
+    # Sphinx's output).
+    return {**os.environ, "PYTHONHASHSEED": "0"}
 
 
 def run_book_build(

@@ -48,7 +48,7 @@ def test_a_record_is_computed_once_and_read_back_equal(counted, monkeypatch, tmp
     assert counted == [3]
     assert again == first
     assert first["data"] == {"values": [0, 1, 2], "call": 1}
-    assert (tmp_path / "_build" / "records" / "fake.json").exists()
+    assert (tmp_path / "results" / "cpu" / "timings" / "fake.json").exists()
     # A page made it, not the timing phase: the timing phase must measure it again, alone.
     assert "fake" in records.stale()
     records.compute("fake", alone=True)
@@ -132,6 +132,27 @@ def test_the_pages_claims_state_the_one_speed_record(monkeypatch, tmp_path):
     assert "20% less time than the compiled LayerNorm" in words
 
 
+def test_the_stored_timings_are_current_and_were_measured_alone():
+    """The committed records (results/cpu/timings) are what the code measures now: a change of
+    params, preset or skips without ``make timings`` fails here, not in a reader's build."""
+    from normedu.bench import PRESETS, QUICK_SKIP
+
+    assert records.FOLDER == Path("results/cpu/timings")
+    assert records.stale() == []  # every record present, with today's params, measured alone
+    for name in records.RECORDS:
+        assert records.path(name).parent == REPO / "results" / "cpu" / "timings"
+    bench = records.read("cpu_kernel_bench")
+    quick = PRESETS[bench["provenance"]["record"]["params"]["preset"]]
+    meta = bench["data"]["meta"]
+    assert (meta["preset"], meta["reps"], meta["warmup"]) == (quick.name, quick.reps, quick.warmup)
+    assert {(r["n"], r["d"]) for r in bench["data"]["rows"]} == set(quick.shapes)
+    skipped = {"/".join(s.split("/")[1:3]) for s in meta["skipped"]}  # op/impl/pass/dtype
+    assert set(QUICK_SKIP) <= skipped
+    runs = records.read("cpu_kernel_ablation")["data"]["runs"]
+    params = records.RECORDS["cpu_kernel_ablation"].params["runs"]
+    assert [[r["n"], r["d"], r["reps"]] for r in runs] == params
+
+
 def test_the_speed_record_names_the_pages_that_state_it():
     # The timing phase executes these again when it measures the record again.
     assert records.RECORDS[SPEED].pages == tuple(f"book/{p}" for p in SPEED_PAGES)
@@ -144,9 +165,9 @@ def test_every_page_that_states_the_ratio_reads_the_record(page):
     src = (REPO / "book" / f"{page}.md").read_text()
     assert f'records.read("{SPEED}")' in src
     # No timing of its own of the same quantity.
-    for own in ("speed_run(", "run_benchmark(", "run_cached(", "interleaved(", "ratios_markdown("):
+    for own in ("speed_run(", "run_benchmark(", "interleaved(", "ratios_markdown("):
         assert own not in src, f"{page}.md times the ratio itself: {own}"
-    # The fast appendix runs its own benchmark for bandwidth: its forward table leaves the
+    # The fast appendix shows its own stored run for bandwidth: its forward table leaves the
     # ratio out, and the only ratios it takes from that run are forward + backward.
     assert all("fwdbwd" in args for args in re.findall(r"\.ratio\(([^)]*)\)", src))
     if page == "fast":

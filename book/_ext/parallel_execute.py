@@ -12,9 +12,9 @@ imported what the chapters import (:data:`PRELOAD`), instead of importing torch 
 afresh: about 4 s of CPU per page. The kernel is otherwise the one MyST-NB would start: the
 page's folder, the same environment, a fresh process per page.
 
-A page whose front matter sets ``normedu: {execute_alone: true}`` (the fast-kernels appendix,
-whose numbers are timings) executes after the others, with nothing else of the build running.
-Pages that must run after the others (``ledger_last.LAST``: the claims ledger, the execution
+No page times anything while the build runs: the timings the pages state are stored records,
+measured alone (:mod:`normedu.records`), so every page can share the machine. Pages that must
+run after the others (``ledger_last.LAST``: the claims ledger, the execution
 status, the references) and pages that are not in cache mode are left to the read phase. A
 page whose execution fails here, or whose kernel dies, is not cached: the read phase runs it
 again and reports the error as it always does.
@@ -38,6 +38,17 @@ LOGGER = logging.getLogger(__name__)
 
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
+#: The pages that execute longest (the execution-status page lists each one's time), started
+#: first so that the short ones fill the end of the phase instead of a long one starting last
+#: on one core.
+LONGEST_FIRST = (
+    "book/batchnorm",
+    "book/drift",
+    "book/since2020_placement",
+    "book/prepost",
+    "book/since2020_nonorm",
+)
+
 #: What the chapters' first cells import, imported once by the zygote that forks their kernels.
 #: ``pkg.*``: the package and every module in it. With torch come the parts of it that torch
 #: imports only at first use (:mod:`normedu.torch_imports`), which nearly every chapter reaches:
@@ -55,13 +66,6 @@ PRELOAD = (
     "normedu.experiments.*",
     "normedu.plots.*",
 )
-
-
-#: Set (to anything) when the build shares the machine with other work, as in a test session
-#: (``tests/conftest.py``): the pages marked ``execute_alone`` could not run alone anyway, so
-#: they run with the others. Their timings then state a busy machine; a book to publish is
-#: built without it.
-SHARED_MACHINE_ENV = "NORMEDU_BUILD_SHARES_MACHINE"
 
 
 def _outdated(env, docnames) -> list[tuple[str, Path, object, dict | None]]:
@@ -107,18 +111,13 @@ def execute_outdated(app, env, docnames) -> None:
     from jupyter_cache.executors.utils import single_nb_execution
     from normedu.course.zygote import warm_kernel_manager
 
-    todo = _outdated(env, docnames)
-    shared, alone = [], []
-    for item in todo:
-        (alone if item[2].metadata.get("normedu", {}).get("execute_alone") else shared).append(item)
-    if os.environ.get(SHARED_MACHINE_ENV):
-        # Nothing runs alone on a machine that other work shares: the pages that would, start
-        # first among the others (they are among the longest) instead of after them.
-        shared, alone = alone + shared, []
-    workers = min(len(shared), os.cpu_count() or 1)
-    if workers < 2:  # nothing to gain: the read phase executes them as usual
+    rank = {doc: i for i, doc in enumerate(LONGEST_FIRST)}
+    todo = sorted(_outdated(env, docnames), key=lambda item: rank.get(item[0], len(rank)))
+    if not todo:
         return
-    LOGGER.info(f"executing {len(shared)} pages, {workers} at a time, then {len(alone)} alone")
+    # Even one page runs here, not in the read phase: its cache entry then holds its CPU time.
+    workers = min(len(todo), os.cpu_count() or 1)
+    LOGGER.info(f"executing {len(todo)} page(s), {workers} at a time")
 
     zygote = _zygote()
     cpu: dict[str, float | None] = {}
@@ -148,11 +147,9 @@ def execute_outdated(app, env, docnames) -> None:
     t0 = time.perf_counter()
     try:
         with ThreadPoolExecutor(workers) as pool:
-            futures = [pool.submit(run, item) for item in shared]
+            futures = [pool.submit(run, item) for item in todo]
+            # Only this thread writes to the cache's database, below.
             done = [f.result() for f in as_completed(futures)]
-        # The pages that run alone come after the others, one at a time. Only this thread
-        # writes to the cache's database.
-        done += [run(item) for item in alone]
     finally:
         if zygote is not None:
             zygote.close()
@@ -175,7 +172,7 @@ def execute_outdated(app, env, docnames) -> None:
             overwrite=True,
         )
         LOGGER.info(f"{docname}: executed in {result.time:.1f} s ({cpu.get(docname)} CPU-s)")
-    LOGGER.info(f"executed {len(todo)} pages in {time.perf_counter() - t0:.1f} s")
+    LOGGER.info(f"executed {len(todo)} page(s) in {time.perf_counter() - t0:.1f} s")
 
 
 def _zygote():

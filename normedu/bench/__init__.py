@@ -70,7 +70,7 @@ from .report import (
     repetitions_note,
     traffic_markdown,
 )
-from .runner import book_run, run_benchmark, run_cached
+from .runner import BOOK_RECORD, book_run, measure_book_run, run_benchmark
 from .traffic import OpTraffic, aten_traffic, floor_seconds, ideal_bytes, itemsize
 from .variants import (
     ALLOCATOR_NOTE,
@@ -105,6 +105,8 @@ __all__ = [
     "aten_traffic",
     "bf16_supported",
     "book_run",
+    "measure_book_run",
+    "BOOK_RECORD",
     "compile_markdown",
     "floor_seconds",
     "ideal_bytes",
@@ -113,6 +115,5 @@ __all__ = [
     "ratios_markdown",
     "repetitions_note",
     "run_benchmark",
-    "run_cached",
     "traffic_markdown",
 ]

@@ -6,9 +6,8 @@ claims of any source; they live in :mod:`normedu.fast_targets` and have their ow
 the page. The forward RMSNorm / LayerNorm ratio is the book's one speed record
 (:mod:`normedu.experiments.rmsnorm_speed`): "10–15% faster" and "about 25% cheaper" for the
 forward pass are the RMSNorm chapter's claims on it, not repeated here. The forward + backward
-ratio, which only this page states, reuses :func:`normedu.bench.book_run` (memoized), so the
-ledger costs nothing when the page has already run in the same kernel.
-"""
+ratio, which only this page states, is read from the page's stored run
+(:func:`normedu.bench.book_run`, the record ``cpu_kernel_bench``)."""
 
 from __future__ import annotations
 
