@@ -86,22 +86,30 @@ _TEXT_STYLES_JS = """
   // style -> the first element that shows it, kept for run_colour_rules.
   const first = new Map();
   const visible = (e) => e.getClientRects().length > 0;
+  // The background behind an element's text: the first of it and its ancestors whose colour is
+  // not transparent, the first background image or gradient on the way (axe then reads the
+  // pixels' colours), and the product of their opacities. Each element's is its own style
+  // over its parent's, kept per element: one getComputedStyle per element, not one per
+  // ancestor of every element with text (MathJax's output nests deep).
+  const behind = new Map();
+  const backdrop = (a) => {
+    if (!a) return {bg: 'none', image: 'none', opacity: 1};
+    let b = behind.get(a);
+    if (b) return b;
+    const up = backdrop(a.parentElement), as = getComputedStyle(a), c = as.backgroundColor;
+    b = {
+      bg: c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent' ? c : up.bg,
+      image: as.backgroundImage !== 'none' ? as.backgroundImage.slice(0, 60) : up.image,
+      opacity: Number(as.opacity) * up.opacity,
+    };
+    behind.set(a, b);
+    return b;
+  };
   for (const e of document.body.querySelectorAll('*')) {
     const ownText = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
     if (!ownText || !visible(e)) continue;
     const s = getComputedStyle(e);
-    // The background behind the text: the first ancestor's that is not transparent, and
-    // whether an image or gradient lies on the way (axe then reads the pixels' colours).
-    let bg = 'none', image = 'none', opacity = 1;
-    for (let a = e; a; a = a.parentElement) {
-      const as = getComputedStyle(a);
-      opacity *= Number(as.opacity);
-      if (image === 'none' && as.backgroundImage !== 'none') {
-        image = as.backgroundImage.slice(0, 60);
-      }
-      const c = as.backgroundColor;
-      if (bg === 'none' && c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent') bg = c;
-    }
+    const {bg, image, opacity} = backdrop(e);
     const parent = e.parentElement;
     const around = e.tagName === 'A' && parent ? getComputedStyle(parent).color : '';
     const style = [s.color, bg, image, opacity.toFixed(2), s.fontSize, s.fontWeight,
