@@ -12,7 +12,7 @@ longest single piece of work in the session, so the controller starts it in the 
 soon as a worker has collected a book test (:class:`BackgroundBuild`), the workers run at a
 lower CPU priority than the build, and the book's tests are scheduled last
 (:func:`pytest_collection_modifyitems`, with ``--no-loadscope-reorder``). The other tests fill
-the cores the build leaves idle (its timing phase and Sphinx's own phases use one core), and
+the cores the build leaves idle, and
 the book's tests find the build finished or nearly so.
 """
 

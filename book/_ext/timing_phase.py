@@ -1,15 +1,16 @@
-"""The build's timing phase: measure the timing records before any page executes.
+"""The build's timing phase: measure the stale timing records before any page executes.
 
 The build executes its pages several at a time (``parallel_execute.py``), and a call timed
 while other pages compute is slowed by a random amount: one shape can come out four times
 slower than another of the same size. So every number a page states about speed is a named
-record (:mod:`normedu.records`, ``timing=True``), measured here, once, before the pages run,
-with nothing else of the build running, and the pages only read it. The measurement runs in a
-process of its own (``python -m normedu.records --stale --alone``), so that the build's own
-process never imports torch or starts a compiler.
+record (:mod:`normedu.records`), measured with nothing else running and committed with the
+course (``make timings``); the pages only read it. A build measures a record here only when
+it is stale: missing, measured with other parameters, or not measured alone (a page run on its
+own made it). The measurement runs in a process of its own
+(``python -m normedu.records --alone NAME ...``), so that the build's own process never imports
+torch or starts a compiler.
 
-Only stale records are measured: missing, measured with other parameters, or made outside the
-timing phase (by a page run on its own). A record measured again makes the pages that state it
+Only stale records are measured. A record measured again makes the pages that state it
 (its ``pages``) stale too: their cached outputs quote the previous measurement, so they leave
 the execution cache and are read, and executed, again. Every page of a build then states the
 numbers of one measurement.

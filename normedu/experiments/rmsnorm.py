@@ -215,7 +215,7 @@ def prms_check(
     """Accuracy and speed of pRMSNorm at fractions ``ps`` on (n, d) activations (cached).
 
     At the chapter's fractions, width and seed the times are the record ``prms_time_ratio``
-    (measured alone by the build's timing phase); at others they are timed here."""
+    (measured alone, ``make timings``); at others they are timed here."""
     rng = np.random.default_rng(seed)
     equal = rng.standard_normal((n, d))
     # Unequal scales: a smooth ramp from 0.5 to 2 plus 1% outlier features at 10x, all in the

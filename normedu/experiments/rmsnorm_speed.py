@@ -2,8 +2,8 @@
 
 The RMSNorm chapter, the fast appendix, the summary and the questions all state how fast
 RMSNorm is next to LayerNorm. They read one record, ``rmsnorm_layernorm_speed``
-(:mod:`normedu.records`), measured by :func:`measure` in the build's timing phase, with
-nothing else of the build running, and never time it themselves:
+(:mod:`normedu.records`), measured by :func:`measure` with nothing else running
+(``make timings``) and committed, and never time it themselves:
 
 - :func:`measure`: forward time of both norms (eager, textbook, compiled, fast) and of a copy
   of the same tensor, float32, on one thread, medians of interleaved rounds
