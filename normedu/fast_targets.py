@@ -115,7 +115,9 @@ def to_markdown(checks: list[TargetCheck]) -> str:
 def summary_sentence(checks: list[TargetCheck]) -> str:
     """One sentence that says how many targets the run met, and which it missed."""
     missed = [c.target for c in checks if not c.met]
-    head = f"On {checks[0].device}, this run meets {len(checks) - len(missed)} of {len(checks)}"
+    head = (
+        f"On {checks[0].device}, the stored run meets {len(checks) - len(missed)} of {len(checks)}"
+    )
     if not missed:
         return head + " targets."
     return head + " targets; it misses: " + "; ".join(missed) + "."

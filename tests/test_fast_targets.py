@@ -67,6 +67,6 @@ def test_gpu_target_only_with_a_stored_run():
     table = T.to_markdown(checks)
     assert table.count("\n") == 6 and "on test GPU | **no** |" in table
     assert T.summary_sentence(checks) == (
-        "On test CPU, this run meets 4 of 5 targets; it misses: on a GPU, fast forward kernels "
-        "at least 0.7 of the device's copy bandwidth."
+        "On test CPU, the stored run meets 4 of 5 targets; it misses: on a GPU, fast forward "
+        "kernels at least 0.7 of the device's copy bandwidth."
     )
