@@ -98,6 +98,9 @@ class BackgroundBuild:
     def __init__(self, folder: Path):
         self.folder = folder
         self.proc: subprocess.Popen | None = None
+        #: session seconds (time.monotonic) at which the build started and ended
+        self.started: float | None = None
+        self.ended: float | None = None
 
     def start(self) -> None:
         if self.proc is not None:
@@ -113,6 +116,7 @@ class BackgroundBuild:
             env=_build_env(),
             start_new_session=True,  # so that stop() ends its kernels too
         )
+        self.started = time.monotonic()
         (self.folder / "started").write_text(str(self.proc.pid))
         threading.Thread(target=self._report, args=(out, err), daemon=True).start()
 
@@ -122,6 +126,7 @@ class BackgroundBuild:
         except subprocess.TimeoutExpired:
             self.stop()
             code = -9
+        self.ended = time.monotonic()
         out.close()
         err.close()
         # Written last and atomically: its presence means the build is over.
@@ -151,6 +156,20 @@ def pytest_configure(config):
         # Set before the workers start, which inherit it.
         os.environ[BUILD_DIR_ENV] = str(folder)
         config.normedu_build = BackgroundBuild(folder)
+        config.normedu_t0 = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """When the session's book build started and ended, counted from pytest's configuration:
+    the book's tests cannot start before it ends, so it bounds the session's time from below."""
+    build = getattr(config, "normedu_build", None)
+    if build is None or build.started is None:
+        return
+    t0 = config.normedu_t0
+    end = "still running" if build.ended is None else f"ended at {build.ended - t0:.0f} s"
+    terminalreporter.write_line(
+        f"book build: started at {build.started - t0:.0f} s, {end} of the session"
+    )
 
 
 def pytest_unconfigure(config):
