@@ -421,7 +421,7 @@ def test_claim_verdicts_follow_the_measurements(monkeypatch, tmp_path):
         "fast_out": 1.0,
     }
     good = {("layernorm", "fast_out"): 0.8, ("rmsnorm", "fast_out"): 0.65}
-    monkeypatch.setattr(bench, "book_run", lambda progress=True: _synthetic(good, mixed))
+    monkeypatch.setattr(bench, "book_run", lambda: _synthetic(good, mixed))
     # The forward ratio is the speed record's (normedu.experiments.rmsnorm_speed), not the
     # page's run: FAKE TEST DATA for it too, at the record's headline shape.
     from normedu.experiments import rmsnorm as R
@@ -440,11 +440,11 @@ def test_claim_verdicts_follow_the_measurements(monkeypatch, tmp_path):
     assert "0.90" in by_id["fast.eager_rms_slower_cpu"].measured
     assert (tmp_path / "fast.json").exists()
     all_in_range = dict.fromkeys(mixed, 0.87)
-    monkeypatch.setattr(bench, "book_run", lambda progress=True: _synthetic(good, all_in_range))
+    monkeypatch.setattr(bench, "book_run", lambda: _synthetic(good, all_in_range))
     by_id = {c.id: c for c in fast_claims.check()}
     assert by_id["fast.rms_10_15.fwdbwd"].verdict == "confirmed"
     slower = dict.fromkeys(mixed, 1.3)
-    monkeypatch.setattr(bench, "book_run", lambda progress=True: _synthetic(good, slower))
+    monkeypatch.setattr(bench, "book_run", lambda: _synthetic(good, slower))
     by_id = {c.id: c for c in fast_claims.check()}
     assert by_id["fast.rms_10_15.fwdbwd"].verdict == "not reproduced"
     monkeypatch.setattr(

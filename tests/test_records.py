@@ -219,6 +219,14 @@ def test_the_timing_phase_runs_alone_before_the_pages_execute(monkeypatch):
     assert len(runs) == 1  # nothing stale: nothing measured
 
 
+def test_the_pages_started_first_are_pages_of_the_book():
+    # A renamed chapter would silently fall back to the end of the queue.
+    from site_helpers import toc_pages
+
+    first = _load_ext("parallel_execute").LONGEST_FIRST
+    assert first and set(first) <= set(toc_pages())
+
+
 def test_prms_timings_are_the_record_at_the_chapters_fractions(monkeypatch, tmp_path):
     from normedu import results
     from normedu.experiments import rmsnorm as R

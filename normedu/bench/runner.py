@@ -188,9 +188,9 @@ def measure_book_run(preset: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return res.to_dict(), res.provenance
 
 
-def book_run(progress: bool = False) -> BenchResult:
+def book_run() -> BenchResult:
     """The run the "Making it fast" appendix shows and its claim checks reuse, read from its
-    stored record (``progress`` is ignored: kept for callers of the former live run)."""
+    stored record."""
     from ..records import read
 
     return BenchResult.from_record(read(BOOK_RECORD))

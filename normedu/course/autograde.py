@@ -67,8 +67,9 @@ from .verdicts import note_resubmission, verdict_of
 #: kernel that imports torch peaked at about 0.6 GiB here, so 4 GiB leaves room to spare.
 CELL_TIMEOUT_S = 30.0
 #: Finished submissions recorded by one nbgrader ``autograde`` call (the last call takes what is
-#: left). Each call costs about 0.12 CPU-s before its first notebook (nbgrader's converter and
-#: gradebook queries); the scores reach the real gradebook at the end of the run anyway.
+#: left). Each call has a cost of its own (nbgrader's converter and gradebook queries): 11
+#: hand-ins took 3.3 s to record in 11 calls, 2.5 s in 2. The scores reach the real gradebook
+#: at the end of the run either way.
 RECORD_BATCH = 8
 WALL_TIMEOUT_S = 300.0
 MEMORY_MB = 4096
