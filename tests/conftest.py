@@ -157,19 +157,43 @@ def pytest_configure(config):
         os.environ[BUILD_DIR_ENV] = str(folder)
         config.normedu_build = BackgroundBuild(folder)
         config.normedu_t0 = time.monotonic()
+        config.normedu_cpu0 = _machine_cpu()
+
+
+def _machine_cpu() -> tuple[float, float] | None:
+    """(busy, idle) CPU-seconds of the whole machine since boot, from /proc/stat (None where
+    there is none). Busy counts user, nice, system, irq and softirq; idle counts iowait too."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
+    return busy / hz, (fields[3] + fields[4]) / hz
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """When the session's book build started and ended, counted from pytest's configuration:
-    the book's tests cannot start before it ends, so it bounds the session's time from below."""
-    build = getattr(config, "normedu_build", None)
-    if build is None or build.started is None:
+    the book's tests cannot start before it ends, so it bounds the session's time from below.
+    And how busy the machine's cores were meanwhile: where they were busy throughout, the
+    session's time is its CPU work divided by the cores, whatever the order of the tests."""
+    if not hasattr(config, "normedu_t0"):
         return
     t0 = config.normedu_t0
-    end = "still running" if build.ended is None else f"ended at {build.ended - t0:.0f} s"
-    terminalreporter.write_line(
-        f"book build: started at {build.started - t0:.0f} s, {end} of the session"
-    )
+    build = config.normedu_build
+    if build.started is not None:
+        end = "still running" if build.ended is None else f"ended at {build.ended - t0:.0f} s"
+        terminalreporter.write_line(
+            f"book build: started at {build.started - t0:.0f} s, {end} of the session"
+        )
+    before, after = config.normedu_cpu0, _machine_cpu()
+    if before is not None and after is not None:
+        busy, idle = after[0] - before[0], after[1] - before[1]
+        terminalreporter.write_line(
+            f"machine: {busy:.0f} CPU-s busy, {idle:.0f} idle on {os.cpu_count()} cores "
+            f"({busy / max(busy + idle, 1e-9):.0%} busy) over {time.monotonic() - t0:.0f} s"
+        )
 
 
 def pytest_unconfigure(config):
