@@ -160,9 +160,11 @@ def pytest_configure(config):
         config.normedu_cpu0 = _machine_cpu()
 
 
-def _machine_cpu() -> tuple[float, float] | None:
-    """(busy, idle) CPU-seconds of the whole machine since boot, from /proc/stat (None where
-    there is none). Busy counts user, nice, system, irq and softirq; idle counts iowait too."""
+def _machine_cpu() -> tuple[float, float, float] | None:
+    """(busy, idle, stolen) CPU-seconds of the whole machine since boot, from /proc/stat (None
+    where there is none). Busy counts user, nice, system, irq and softirq; idle counts iowait
+    too; stolen is the time a virtual machine's host ran something else on its cores, which
+    makes the same session slower from one hour to the next."""
     try:
         with open("/proc/stat") as f:
             fields = [int(v) for v in f.readline().split()[1:]]
@@ -170,7 +172,7 @@ def _machine_cpu() -> tuple[float, float] | None:
         return None
     hz = os.sysconf("SC_CLK_TCK")
     busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
-    return busy / hz, (fields[3] + fields[4]) / hz
+    return busy / hz, (fields[3] + fields[4]) / hz, fields[7] / hz
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -189,10 +191,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         )
     before, after = config.normedu_cpu0, _machine_cpu()
     if before is not None and after is not None:
-        busy, idle = after[0] - before[0], after[1] - before[1]
+        busy, idle, stolen = (b - a for a, b in zip(before, after, strict=True))
         terminalreporter.write_line(
-            f"machine: {busy:.0f} CPU-s busy, {idle:.0f} idle on {os.cpu_count()} cores "
-            f"({busy / max(busy + idle, 1e-9):.0%} busy) over {time.monotonic() - t0:.0f} s"
+            f"machine: {busy:.0f} CPU-s busy, {idle:.0f} idle, {stolen:.0f} stolen by the host "
+            f"on {os.cpu_count()} cores ({busy / max(busy + idle, 1e-9):.0%} busy) over "
+            f"{time.monotonic() - t0:.0f} s"
         )
 
 
