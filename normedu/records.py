@@ -54,8 +54,6 @@ class Record:
       inside the measurement, so that it states the threads it ran with).
     - params: what is measured (sizes, repetitions); a stored record with other params is
       measured again.
-    - timing: a measurement of speed: measured alone (``make timings``, or the build's timing
-      phase when it is stale).
     - pages: the book's pages (docnames) that state it: executed again when it is measured
       again, so that a cached page never quotes an earlier measurement.
     """
@@ -63,7 +61,6 @@ class Record:
     description: str
     compute: str
     params: dict[str, Any] = field(default_factory=dict)
-    timing: bool = False
     pages: tuple[str, ...] = ()
 
 
@@ -81,7 +78,6 @@ RECORDS: dict[str, Record] = {
             "reps": 15,
             "warmup": 1,
         },
-        timing=True,
         pages=("book/rmsnorm", "book/fast", "book/summary", "book/questions"),
     ),
     "prms_time_ratio": Record(
@@ -90,7 +86,6 @@ RECORDS: dict[str, Record] = {
         "rounds: the RMSNorm chapter's table and claim",
         compute="normedu.experiments.rmsnorm:prms_times",
         params={"ps": [0.0625, 0.125, 0.25, 0.5, 1.0], "d": 1024, "seed": 0},
-        timing=True,
         pages=("book/rmsnorm",),
     ),
     "cpu_kernel_bench": Record(
@@ -101,7 +96,6 @@ RECORDS: dict[str, Record] = {
         # The preset and skips themselves are normedu.bench's QUICK preset and QUICK_SKIP:
         # tests/test_records.py checks that the stored run measured them.
         params={"preset": "quick"},
-        timing=True,
         pages=("book/fast",),
     ),
     "cpu_kernel_ablation": Record(
@@ -110,7 +104,6 @@ RECORDS: dict[str, Record] = {
         "appendix's ablation table",
         compute="normedu.ablation:measure",
         params={"runs": [[2048, 4096, 9], [8192, 4096, 5]], "seed": 0},
-        timing=True,
         pages=("book/fast",),
     ),
 }
@@ -144,15 +137,13 @@ def _stored(name: str) -> dict[str, Any] | None:
     return rec if meta.get("params") == _spec(name).params else None
 
 
-def stale(timing_only: bool = True) -> list[str]:
-    """Names of the records to measure again: missing, measured with other params, or
-    (timings) not measured alone."""
+def stale() -> list[str]:
+    """Names of the records to measure again: missing, measured with other params, or not
+    measured alone."""
     out = []
-    for name, spec in RECORDS.items():
-        if timing_only and not spec.timing:
-            continue
+    for name in RECORDS:
         rec = _stored(name)
-        if rec is None or (spec.timing and not rec["provenance"]["record"].get("alone")):
+        if rec is None or not rec["provenance"]["record"].get("alone"):
             out.append(name)
     return out
 
@@ -211,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--alone", action="store_true", help="mark them measured with nothing else running"
     )
-    ap.add_argument("--stale", action="store_true", help="only the stale timing records")
+    ap.add_argument("--stale", action="store_true", help="only the stale records")
     args = ap.parse_args(argv)
     names = stale() if args.stale else (args.names or list(RECORDS))
     for name in names:

@@ -237,8 +237,9 @@ def test_compiled_variants_are_timed_with_their_compile_time():
     )
     rows = {row["op"]: row for row in r.rows()}
     assert set(rows) == {"layernorm", "rmsnorm"}
-    # The first call compiles: it takes longer than a compiled call, and that is recorded.
-    assert all(row["compile_s"] > 0 and row["median_s"] > 0 for row in rows.values())
+    # The first call compiles: compile_s (first call less the median, recorded only for the
+    # variants that compile) is seconds against a tiny tensor's microseconds.
+    assert all(0 < 10 * row["median_s"] < row["compile_s"] for row in rows.values())
 
 
 def test_cli_writes_json_csv_png_with_provenance(tmp_path, capsys):

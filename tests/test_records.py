@@ -32,7 +32,7 @@ def counted(monkeypatch, tmp_path):
     mod = types.ModuleType("fake_records_module")
     mod.compute = compute
     monkeypatch.setitem(sys.modules, "fake_records_module", mod)
-    spec = records.Record("a test record", "fake_records_module:compute", {"n": 3}, timing=True)
+    spec = records.Record("a test record", "fake_records_module:compute", {"n": 3})
     monkeypatch.setitem(records.RECORDS, "fake", spec)
     monkeypatch.setattr(records, "_MEMORY", {})
     monkeypatch.setenv("NORMEDU_ROOT", str(tmp_path))
@@ -54,7 +54,7 @@ def test_a_record_is_computed_once_and_read_back_equal(counted, monkeypatch, tmp
     records.compute("fake", alone=True)
     assert "fake" not in records.stale()
     # Other parameters: the stored record no longer answers, and is measured again.
-    other = records.Record("a test record", "fake_records_module:compute", {"n": 2}, timing=True)
+    other = records.Record("a test record", "fake_records_module:compute", {"n": 2})
     monkeypatch.setitem(records.RECORDS, "fake", other)
     monkeypatch.setattr(records, "_MEMORY", {})
     assert records.read("fake")["data"]["values"] == [0, 1]
