@@ -19,13 +19,13 @@ def test_ablation_sentence_when_rescaling_matters():
     v = C.ablation_verdicts(_res(0.60))
     assert v["recentre_harmless"] and v["rescale_needed"]
     text = C.describe_ablation(_res(0.60))
-    assert "costs nothing here" in text and "Dropping the re-scaling is what hurts" in text
+    assert "costs nothing here that" in text and "Dropping the re-scaling is what hurts" in text
     assert "60.0% with the norm that only re-centres" in text
 
 
 def test_ablation_sentence_when_it_does_not():
     text = C.describe_ablation(_res(0.86, rms_good=0.80))
-    assert "**does** cost accuracy" in text and "trails LayerNorm by up to 13.0%" in text
+    assert "**does** cost accuracy" in text and "trails LayerNorm by up to 13.0 percentage points" in text
     assert "does **not** hurt clearly" in text
 
 
