@@ -25,7 +25,8 @@ def test_ablation_sentence_when_rescaling_matters():
 
 def test_ablation_sentence_when_it_does_not():
     text = C.describe_ablation(_res(0.86, rms_good=0.80))
-    assert "**does** cost accuracy" in text and "trails LayerNorm by up to 13.0 percentage points" in text
+    assert "**does** cost accuracy" in text
+    assert "trails LayerNorm by up to 13.0 percentage points" in text
     assert "does **not** hurt clearly" in text
 
 
