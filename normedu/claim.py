@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
+    "QUOTE_WORDS",
     "VERDICTS",
     "Claim",
     "CHECKS",
@@ -27,6 +28,8 @@ __all__ = [
 ]
 
 VERDICTS = ("confirmed", "depends", "not reproduced", "cited")
+#: The longest quote a claim carries from its source (a short quotation, not a passage).
+QUOTE_WORDS = 30
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,12 @@ class Claim:
     - verdict: one of :data:`VERDICTS`.
     - device: where it was measured ("exact arithmetic" for pure math).
     - note: optional caveat.
+    - per_seed: for a claim measured by a random experiment, its values per seed, by name
+      (``{"ratio": [1.04, 1.07, 1.06]}``, seeds in order): a verdict from random runs rests on
+      several seeds (:mod:`normedu.seeding`), and the ledger shows them.
+    - quote, quote_where: for a claim attributed to a source, the source's own words (at most
+      :data:`QUOTE_WORDS` words) and where they stand ("§4.2", "Table 3", "p. 5"); the ledger
+      page shows them beside the claim, so a reader can check the attribution.
     """
 
     id: str
@@ -54,6 +63,9 @@ class Claim:
     device: str = "exact arithmetic"
     note: str = ""
     extra: dict = field(default_factory=dict)
+    per_seed: dict = field(default_factory=dict)
+    quote: str = ""
+    quote_where: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -63,6 +75,19 @@ class Claim:
         for name in ("id", "chapter", "claim", "source", "measured"):
             if not str(getattr(self, name)).strip():
                 raise ValueError(f"claim {self.id!r}: field {name!r} must not be empty")
+        if len(self.quote.split()) > QUOTE_WORDS:
+            raise ValueError(
+                f"claim {self.id!r}: a quote is at most {QUOTE_WORDS} words, "
+                f"got {len(self.quote.split())}"
+            )
+        if bool(self.quote) != bool(self.quote_where):
+            raise ValueError(f"claim {self.id!r}: a quote needs quote_where and vice versa")
+        for name, values in self.per_seed.items():
+            if len(values) < 2:
+                raise ValueError(
+                    f"claim {self.id!r}: per_seed[{name!r}] has {len(values)} value(s); "
+                    "a verdict from random runs rests on several seeds"
+                )
 
 
 def measured_on() -> str:

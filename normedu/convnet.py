@@ -21,10 +21,9 @@ from :data:`normedu.norms.NORMS` (those with statistics over channels, not per t
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
-from . import norms
+from . import norms, seeding
 
 __all__ = ["POSITIONS", "IMAGE", "conv_kinds", "conv_norm", "conv_net", "norm_modules"]
 
@@ -90,7 +89,7 @@ def conv_net(
     if norm_position not in POSITIONS:
         raise ValueError(f"norm_position must be one of {POSITIONS}, got {norm_position!r}")
     if seed is not None:
-        torch.manual_seed(seed)
+        seeding.manual_seed(seed)
     bias = norm.lower() == norms.NONE or norm_position == "after"
     layers: list[nn.Module] = []
     c_in = 1

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import seeding
+
 __all__ = ["Split", "digits"]
 
 
@@ -92,7 +94,7 @@ def digits(test_fraction: float = 0.25, seed: int = 0, standardize: bool = True)
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction}")
     x, y = _digits_arrays()
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     # Stratify by hand so the split does not depend on scikit-learn's splitter internals.
     train_idx, test_idx = [], []
     for c in np.unique(y):

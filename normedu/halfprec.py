@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from . import seeding
+
 __all__ = [
     "ALGORITHMS",
     "DTYPES",
@@ -177,7 +179,7 @@ SUMSQ_STD = 8.0
 
 def _row() -> Tensor:
     """The chapter's row: N_ROW standard normal numbers in float64, seed 0."""
-    return torch.randn(N_ROW, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    return torch.randn(N_ROW, generator=seeding.generator(0), dtype=torch.float64)
 
 
 def overflow_row() -> Tensor:

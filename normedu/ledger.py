@@ -245,7 +245,8 @@ def to_markdown(
     """Render claims as a Markdown table (for ``IPython.display.Markdown``).
 
     The book parses displayed Markdown as MyST, so the Source column's ``{cite}`` and ``{doc}``
-    roles become links (see :func:`source_markdown`). The device column is left out by
+    roles become links (see :func:`source_markdown`); a claim's quote follows its source, and
+    its per-seed values follow what was measured. The device column is left out by
     default: machine and version strings are for the curious, :func:`where_measured` shows
     them collapsed (pass ``columns`` with ``"device"`` to have them in the table).
     """
@@ -254,8 +255,15 @@ def to_markdown(
     rows = []
     for c in claims:
         vals = {**asdict(c), "source": source_markdown(c)}
+        if c.quote:
+            vals["source"] += f": “{c.quote}” ({c.quote_where})"
         if c.note:
             vals["measured"] = f"{c.measured} ({c.note})"
+        if c.per_seed:
+            vals["measured"] += "; per seed: " + "; ".join(
+                f"{name} " + ", ".join(f"{v:.3g}" for v in values)
+                for name, values in c.per_seed.items()
+            )
         rows.append("| " + " | ".join(_cell(vals[k]) for k in columns) + " |")
     return "\n".join([head, rule, *rows])
 

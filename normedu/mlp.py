@@ -13,6 +13,7 @@ import math
 import torch
 from torch import nn
 
+from . import seeding
 from .nn import make_norm, norm_classes
 
 __all__ = ["ACTIVATION_GAINS", "deep_mlp", "activation", "hidden_linears", "norm_layers"]
@@ -64,7 +65,7 @@ def deep_mlp(
     g = ACTIVATION_GAINS[act.lower()] if gain is None else gain
     if g is None or g <= 0:
         raise ValueError(f"gain must be positive, got {gain!r}")
-    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    gen = seeding.generator(seed) if seed is not None else None
     layers: list[nn.Module] = []
     d = d_in
     for _ in range(depth):

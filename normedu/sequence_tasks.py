@@ -30,6 +30,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from . import seeding
+
 __all__ = [
     "TASKS",
     "SEP",
@@ -121,7 +123,7 @@ def make_batch(
     n_content = vocab - FIRST
     if n_content < 2:
         raise ValueError(f"vocab must be >= 4 (2 reserved ids + content), got {vocab}")
-    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    gen = seeding.generator(seed) if seed is not None else None
     if task == "recall":
         n_keys = n_content // 2
         if n_keys < n:

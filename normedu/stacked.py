@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import seeding
 from .conventions import DEFAULT_EPS
 from .training import WrittenAdam
 
@@ -142,13 +143,13 @@ def train_stacked(
     cross-entropy, ``epochs`` passes over ``(x, y)`` (N, d_in), (N,) in minibatches of
     ``batch``.
 
-    Model m visits the examples in the order of ``torch.Generator().manual_seed(order_seeds[m])``
+    Model m visits the examples in the order of ``seeding.generator(order_seeds[m])``
     drawn as :func:`normedu.training.train_epoch` draws it (one ``randperm(N)`` per epoch), so
     model m sees the very batches it would see trained alone with that generator.
     """
     distinct = sorted(set(order_seeds))
     opt = WrittenAdam(net.parameters(), lr)
-    gens = {s: torch.Generator().manual_seed(s) for s in distinct}
+    gens = {s: seeding.generator(s) for s in distinct}
     row = torch.tensor([distinct.index(s) for s in order_seeds])
     n = len(x)
     for _ in range(epochs):

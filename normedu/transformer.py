@@ -37,7 +37,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from . import norms, placements
+from . import norms, placements, seeding
 from .nn import make_norm, norm_classes
 
 __all__ = [
@@ -284,7 +284,7 @@ class TinyGPT(nn.Module):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """Deterministic init from ``cfg.seed``; norms start as identity (gamma 1, beta 0)."""
-        gen = torch.Generator().manual_seed(self.cfg.seed)
+        gen = seeding.generator(self.cfg.seed)
         n_layers = self.cfg.n_layers
         # Drawn in place: the same numbers, bit for bit, as rand(shape) * 2 * bound - bound and
         # randn(shape) * std, without three temporary copies of every weight (a fifth of the

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .. import seeding
 from ..claim import Claim, claims_for, measured_on, verdict, verdict_by_parts, verdict_within
 
 CH = "drift"
@@ -98,7 +99,7 @@ def tanh_unit_variance(dev: str) -> Claim:
 
     vp = 1 / math.sqrt(D.tanh_second_moment(1.0))  # Gauss-Hermite quadrature
     # An independent check of the quadrature: a seeded Monte Carlo estimate in float64.
-    z = torch.randn(1_000_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    z = torch.randn(1_000_000, generator=seeding.generator(0), dtype=torch.float64)
     vp_mc = 1 / math.sqrt(float(torch.tanh(z).pow(2).mean()))
     q = 1.0
     for _ in range(200):  # the variance map q -> g² E[tanh(√q z)²] at g = 5/3, to its fixed point

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from .. import seeding
 from ..claim import Claim, cite, claims_for, verdict, verdict_by_parts
 
 CHAPTER = "rmsnorm"
@@ -401,7 +402,7 @@ def half_eps_check(d: int = 64, rms: float = 1e-3, seed: int = 0) -> dict[str, d
     """
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     z = torch.randn(8, d, generator=gen, dtype=torch.float64)
     z = z / z.pow(2).mean(-1, keepdim=True).sqrt()
     out = {}

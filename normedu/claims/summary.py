@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .. import seeding
 from ..claim import Claim, claims_for, verdict
 
 CHAPTER = "summary"
@@ -22,7 +23,7 @@ C = 64  # channels / features of the checks
 def _modules(c: int = C):
     import torch
 
-    torch.manual_seed(0)
+    seeding.manual_seed(0)
     bn = torch.nn.BatchNorm1d(c)
     ln = torch.nn.LayerNorm(c)
     rms = torch.nn.RMSNorm(c, eps=1e-5)
@@ -41,7 +42,7 @@ def comparison_checks() -> dict[str, dict[str, Any]]:
     import torch
 
     mods = _modules()
-    gen = torch.Generator().manual_seed(1)
+    gen = seeding.generator(1)
     x = torch.randn(16, C, generator=gen) * 3 + 1
     out: dict[str, dict[str, Any]] = {k: {} for k in mods}
     for name, m in mods.items():

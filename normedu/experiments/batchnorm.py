@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import seeding
 from ..conventions import DEFAULT_MOMENTUM
 from ..data import digits
 from ..device import choose, pick_device
@@ -86,10 +87,10 @@ def train_mlp(
     """
     dev = pick_device()
     data = digits().to(dev)
-    torch.manual_seed(seed)
+    seeding.manual_seed(seed)
     model = deep_mlp(64, width, 10, depth, norm=norm, act="relu", seed=seed).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=BASE_LR * batch / 32, momentum=0.9)
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = seeding.generator(seed + 1)
     for _ in range(epochs):
         train_epoch(model, opt, data.x_train, data.y_train, batch, gen, drop_last=True)
     model.eval()
@@ -145,7 +146,7 @@ def small_cnn(seed: int = 0) -> nn.Sequential:
     Feature maps shrink 8x8 -> 4x4 -> 2x2, so in training mode at batch 1 the last BatchNorm
     has only 4 values per channel to take statistics from.
     """
-    torch.manual_seed(seed)
+    seeding.manual_seed(seed)
     return nn.Sequential(
         nn.Conv2d(1, 8, 3, padding=1),
         nn.BatchNorm2d(8),
@@ -179,7 +180,7 @@ def eval_mode_demo(seed: int = 0) -> dict:
     xtr, xte = data.x_train.reshape(-1, 1, 8, 8), data.x_test.reshape(-1, 1, 8, 8)
     model = small_cnn(seed)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = seeding.generator(seed + 1)
     for _ in range(3):
         train_epoch(model, opt, xtr, data.y_train, 32, gen, drop_last=True)
 
@@ -276,13 +277,13 @@ def calibration_demo(
             # recalibrate() below works on a copy, so the cached model is not changed.
             model = train_mlp("batchnorm", batch, 1, seed, 3, 64)[0]
         else:
-            torch.manual_seed(seed)
+            seeding.manual_seed(seed)
             model = deep_mlp(64, 64, 10, 3, norm="batchnorm", act="relu", seed=seed).to(dev)
             for m in model.modules():
                 if isinstance(m, BatchNorm1d):
                     m.momentum = mom
             opt = torch.optim.SGD(model.parameters(), lr=BASE_LR * batch / 32, momentum=0.9)
-            gen = torch.Generator().manual_seed(seed + 1)
+            gen = seeding.generator(seed + 1)
             train_epoch(model, opt, data.x_train, data.y_train, batch, gen, drop_last=True)
             model.eval()
         cal = recalibrate(model, data.x_train)
@@ -326,7 +327,7 @@ def syncbn_simulation(
     ``sync_mean_err`` (RMS error of the mean estimate in population stds; theory 1/sqrt(m) and
     1/sqrt(Dm)), plus ``sync_max_diff`` and ``allreduce_floats`` (2 * channels + 1 per layer).
     """
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     mu = torch.randn(channels, generator=gen, dtype=torch.float64) * 2
     sd = torch.rand(channels, generator=gen, dtype=torch.float64) * 2 + 0.5
     res: dict = {
@@ -392,7 +393,7 @@ def running_average_trace(
     same batches (both mean and variance buffers).
     """
     data = digits()
-    gen = torch.Generator().manual_seed(0)
+    gen = seeding.generator(0)
     ours, ref = BatchNorm1d(64, momentum=momentum), nn.BatchNorm1d(64, momentum=momentum)
     bm, rm = [], []
     with torch.no_grad():

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import seeding
 from ..conventions import DEFAULT_EPS
 from ..data import digits
 from ..mlp import deep_mlp
@@ -46,7 +47,7 @@ def padding_demo(
             f"sequence 0 must have the same length in both batches, got {lengths_a[0]} and "
             f"{lengths_b[0]}"
         )
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     seq0 = torch.randn(lengths_a[0], d, generator=gen) + 1.0
 
     def batch(lengths):
@@ -124,7 +125,7 @@ def causal_leak_demo(batch: int = 4, t: int = 16, d: int = 32, seed: int = 0) ->
     normalizes each token alone. Returns ``bn_change`` and ``ln_change``: max |change| at
     position 0 after replacing token T-1 of sequence 0 by a different random vector.
     """
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     x = torch.randn(batch, t, d, generator=gen)
     x2 = x.clone()
     x2[0, -1] = 3.0 * torch.randn(d, generator=gen)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import seeding
 from ..data import digits
 from ..mlp import hidden_linears, norm_layers
 
@@ -52,7 +53,7 @@ def init_gradient_ratio(
 
     d = digits()
     model = deep_mlp(64, width, 10, depth, norm=norm, act="relu", seed=seed, bias=norm == "none")
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     idx = torch.randperm(len(d.x_train), generator=gen)[:batch]
     stds: list[torch.Tensor] = []
     hooks = [

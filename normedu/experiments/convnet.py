@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import seeding
 from ..convnet import IMAGE, norm_modules
 from ..data import digits
 from ..device import choose
@@ -300,7 +301,7 @@ def stat_noise(batch: int, trained_at: int | None = None, n_batches: int = 200) 
 
     hooks = [m.register_forward_pre_hook(record(i)) for i, m in enumerate(layers)]
     x = _images(digits().x_train)
-    gen = torch.Generator().manual_seed(0)
+    gen = seeding.generator(0)
     try:
         # All batches in one pass: in eval mode every image goes through the network on its
         # own, so one forward of n_batches * batch images gives each batch's activations.

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import seeding
 from ..convnet import IMAGE, conv_net, norm_modules
 
 __all__ = ["train_stacked"]
@@ -149,7 +150,7 @@ def train_stacked(
     ]
     stack = _Stack(nets, norm_position == "before", [(n, g) for n, g, _ in runs])
     opt = torch.optim.SGD(stack.parameters(), lr=lr, momentum=0.9)
-    gens = {s: torch.Generator().manual_seed(s + 1) for s in sorted({s for *_, s in runs})}
+    gens = {s: seeding.generator(s + 1) for s in sorted({s for *_, s in runs})}
     n, k = len(x), len(runs)
     for _ in range(epochs):
         perm = {s: torch.randperm(n, generator=g) for s, g in gens.items()}

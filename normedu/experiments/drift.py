@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import seeding
 from ..data import digits
 from ..device import choose, pick_device
 from ..mlp import deep_mlp, hidden_linears, norm_layers
@@ -88,7 +89,7 @@ def linear_scale_vs_depth(
     Returns ``{"depth": (L+1,) 0..L, "g=<g>": (L+1,) std / std of the input, ...}``.
     """
     size = choose(SIZES)
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     d, n, depth = size.lin_width, size.lin_batch, size.lin_depth
     x0 = torch.randn(n, d, generator=gen)
     out: dict[str, np.ndarray] = {"depth": np.arange(depth + 1)}
@@ -260,7 +261,7 @@ def train_digits(
     size = choose(SIZES)
     dev = pick_device()
     data = digits().to(dev)
-    torch.manual_seed(seed)
+    seeding.manual_seed(seed)
     model = deep_mlp(
         64, size.train_width, 10, size.train_depth, norm=norm, act=act, gain=gain, seed=seed
     )
@@ -268,7 +269,7 @@ def train_digits(
     # Plain SGD written out: one fused call per step, the same arithmetic as torch.optim.SGD
     # without momentum (p += -lr * grad), without the optimizer's per-step bookkeeping.
     params = list(model.parameters())
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = seeding.generator(seed + 1)
     losses = np.full(size.steps, np.nan)
     weights = [m.weight for m in hidden_linears(model)]
     # Layers grouped by weight shape: one stacked std per group and step, instead of four
@@ -415,7 +416,7 @@ def preactivation_std_profile(
     fn = {"relu": torch.relu, "tanh": torch.tanh, "linear": lambda t: t}[act]
     var = np.zeros(depth + 1)
     for seed in range(nets):
-        gen = torch.Generator().manual_seed(seed)
+        gen = seeding.generator(seed)
         z = torch.randn(batch, width, generator=gen)
         var[0] += float(z.var())
         for layer in range(1, depth + 1):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import seeding
 from ..conventions import DEFAULT_EPS
 from ..device import pick_device, preset_name
 from .scale import scale_experiment, threads
@@ -126,7 +127,7 @@ def jacobian_demo(
 
     if d < 3:
         raise ValueError(f"d must be >= 3 to show three distinct parts, got {d}")
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     x = scale * rng.standard_normal(d) + 1.0
     g = rng.standard_normal(d)
     jac = layer_norm_jacobian(x, eps=eps)
@@ -175,7 +176,7 @@ def self_regulation(
 
     from ..functional import layer_norm_jacobian
 
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     z = rng.standard_normal(d)
     g = rng.standard_normal(d)
     scales = np.asarray(scales, dtype=float)

@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import functional as Fn
+from .. import seeding
 
 __all__ = ["batchmates"]
 
@@ -44,7 +45,7 @@ def batchmates(
     """
     if batch < 2:
         raise ValueError(f"batch must be >= 2 (sample 0 and at least one batchmate), got {batch}")
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     shape = (channels, size, size)
     sample = rng.normal(size=shape)
     outs: dict[str, list[np.ndarray]] = {"batchnorm": [], "groupnorm": []}

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import functional as Fn
+from .. import seeding
 from ..conventions import DEFAULT_EPS
 from ..data import digits
 from ..device import choose, pick_device
@@ -91,7 +92,7 @@ def properties(d: int = 16, seed: int = 0) -> dict:
     - ``length_agnostic``: a token inside a length-5 vs a length-5000 sequence (B, T, D).
     - ``gradcheck``: ``torch.autograd.gradcheck`` of the layer (float64) passed (bool).
     """
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     ln = LayerNorm(d)
     with torch.no_grad():
         ln.weight.copy_(1 + 0.3 * torch.randn(d, generator=gen))
@@ -219,7 +220,7 @@ class _NormalizedLogits(nn.Module):
 
     def __init__(self, affine: bool, seed: int) -> None:
         super().__init__()
-        torch.manual_seed(seed)
+        seeding.manual_seed(seed)
         self.body = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
         self.affine = affine
         self.norm = LayerNorm(10) if affine else None
@@ -242,7 +243,7 @@ def affine_demo(epochs: int = 10, seed: int = 0) -> dict:
     for affine in (True, False):
         model = _NormalizedLogits(affine, seed)
         opt = adam(model.parameters(), lr=3e-3)  # fused: one kernel per tensor, same algorithm
-        gen = torch.Generator().manual_seed(seed + 1)
+        gen = seeding.generator(seed + 1)
         curve = []
         for _ in range(epochs):
             train_epoch(model, opt, data.x_train, data.y_train, 64, gen)
@@ -280,11 +281,11 @@ def trained_gamma(seed: int = 0) -> dict:
     size = choose(SIZES)
     dev = pick_device()
     data = digits().to(dev)
-    torch.manual_seed(seed)
+    seeding.manual_seed(seed)
     model = deep_mlp(64, size.width, 10, size.depth, norm="layernorm", act="relu", seed=seed)
     model.to(dev)
     opt = adam(model.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = seeding.generator(seed + 1)
     for _ in range(size.epochs):
         train_epoch(model, opt, data.x_train, data.y_train, 64, gen)
     with torch.no_grad():
@@ -318,7 +319,7 @@ def position_stats(batch: int = 64, t: int = 32, d: int = 16, seed: int = 0) -> 
     mean over batch and positions (what BN over all tokens subtracts), and ``spread``: the
     largest difference between two positions' means of the same feature.
     """
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     pos = torch.arange(t, dtype=torch.float32)[:, None]
     i = torch.arange(0, d, 2, dtype=torch.float32)
     angle = pos / (10000 ** (i / d))
@@ -343,7 +344,7 @@ def var_pitfall(dims: tuple[int, ...] = (4, 64, 768), rows: int = 256, seed: int
     two outputs) and ``"scale"`` (the wrong output over the right one, median; about
     ``sqrt((D - 1) / D)``).
     """
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     out = []
     for d in dims:
         x = torch.randn(rows, d, generator=gen, dtype=torch.float64)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import seeding
 from .scale import threads
 
 __all__ = [
@@ -117,7 +118,7 @@ class WideCheck:
 def _wide_batch(size: WideSize, seed: int):
     import torch
 
-    gen = torch.Generator().manual_seed(1000 + seed)
+    gen = seeding.generator(1000 + seed)
     shape = (size.batch, size.seq_len)
     x = torch.randn(*shape, size.d_model, generator=gen)
     idx = torch.randint(0, size.classes, shape, generator=gen)
@@ -177,7 +178,7 @@ def encoder_stack(seed: int, size: WideSize = WIDE, norm_first: bool = False):
     from torch import nn
 
     with torch.random.fork_rng(), _no_kaiming_draw():
-        torch.manual_seed(seed)
+        seeding.manual_seed(seed)
         layers = nn.ModuleList(
             nn.TransformerEncoderLayer(
                 size.d_model,

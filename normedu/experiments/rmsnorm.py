@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import seeding
 from ..conventions import DEFAULT_EPS
 from ..records import RECORDS
 from .rmsnorm_speed import (
@@ -216,7 +217,7 @@ def prms_check(
 
     At the chapter's fractions, width and seed the times are the record ``prms_time_ratio``
     (measured alone, ``make timings``); at others they are timed here."""
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     equal = rng.standard_normal((n, d))
     # Unequal scales: a smooth ramp from 0.5 to 2 plus 1% outlier features at 10x, all in the
     # second half: the kind of heterogeneity LLM activations show (outlier dimensions).
@@ -258,7 +259,7 @@ def prms_times(ps, d: int, seed: int) -> tuple[dict, dict]:
     from ..provenance import provenance
     from .scale import threads
 
-    x = np.random.default_rng(seed).standard_normal((TIMED_ROWS, d)).astype(np.float32)
+    x = seeding.rng(seed).standard_normal((TIMED_ROWS, d)).astype(np.float32)
     ratios = _time_partial(x, tuple(float(p) for p in ps))
     with threads(1):
         prov = provenance(f"python -m normedu.records {PRMS_RECORD}", device="cpu")
@@ -298,7 +299,7 @@ def eps_check(scales=(1.0, 1e-2, 1e-3, 1e-4), d: int = 512, seed: int = 0) -> li
     """
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     z = torch.randn(8, d, generator=gen)
     z = z / z.pow(2).mean(-1, keepdim=True).sqrt()
     mods = {
@@ -333,7 +334,7 @@ def backward_check(d: int = 8, seed: int = 0, eps: float = 0.0) -> dict[str, Any
 
     from .. import functional as F
 
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     x = rng.normal(size=(2, d)) + 0.5  # a non-zero mean, as real activations have
     gamma = rng.uniform(0.5, 1.5, size=d)
     dout = rng.normal(size=(2, d))
@@ -373,7 +374,7 @@ def gamma_mean_square(d: int = 512, seed: int = 0) -> dict[str, float]:
     rounding, eps = 0), ``ms_out`` and ``mean_gamma_sq`` (what ``ms_out`` approaches for large
     d: mean(gamma^2 x_hat^2) ~ mean(gamma^2) mean(x_hat^2)).
     """
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     x = rng.normal(size=d) * 3.0 + 1.0
     gamma = rng.uniform(0.5, 2.0, size=d)
     x_hat = x / np.sqrt((x * x).mean())

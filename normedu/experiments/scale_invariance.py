@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import seeding
 from ..data import digits
 
 __all__ = ["equilibrium_norm", "norm_recursion", "model", "train", "runs"]
@@ -59,7 +60,7 @@ def model(hidden: int = 32, seed: int = 0) -> nn.Sequential:
     float64, PyTorch's default initialization under ``seed``. Its loss does not depend on the
     scale of the first layer's weight (up to the LayerNorm's ε). Input (N, 64) -> (N, 10).
     """
-    torch.manual_seed(seed)
+    seeding.manual_seed(seed)
     return nn.Sequential(
         nn.Linear(64, hidden, bias=False),
         nn.LayerNorm(hidden),
@@ -103,7 +104,7 @@ def train(
     net = model(hidden, seed)
     w = net[0].weight
     rest = [p for p in net.parameters() if p is not w]
-    gen = torch.Generator().manual_seed(seed)
+    gen = seeding.generator(seed)
     rec = {k: np.empty(steps) for k in ("norm", "grad_norm", "cos", "loss", "turn")}
     perm, pos = torch.randperm(len(x), generator=gen), 0
     for t in range(steps):

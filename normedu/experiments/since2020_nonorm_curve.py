@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .. import seeding
+
 __all__ = [
     "TanhFit",
     "ALPHA_GRID",
@@ -136,7 +138,7 @@ def ln_curve(model, batch, points: int = 3000, seed: int = 0) -> LNCurve:
         for h in handles:
             h.remove()
     n_all = seen[names[0]][0].size
-    keep = np.random.default_rng(seed).choice(n_all, size=min(points, n_all), replace=False)
+    keep = seeding.rng(seed).choice(n_all, size=min(points, n_all), replace=False)
     fits = [asdict(fit_tanh(seen[n][0][keep], seen[n][1][keep])) for n in names]
     shown = "final" if "final" in seen else names[-1]
     x, y, _ = seen[shown]
@@ -161,7 +163,7 @@ def token_scale_demo(log_spread: float, tokens: int = 200, d: int = 32, seed: in
     1/σ_t, and the large inputs come from the tokens of large σ_t, whose lines are flattest."""
     from .. import functional as Fn
 
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     s = np.exp(log_spread * rng.standard_normal((tokens, 1)))
     x = s * rng.standard_normal((tokens, d))
     y = Fn.layer_norm(x)

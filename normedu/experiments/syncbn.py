@@ -50,6 +50,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from .. import seeding
 from ..data import digits
 from ..device import choose, preset_name
 from ..distributed import COMM_SECONDS, SyncBatchNorm, run_ranks
@@ -110,7 +111,7 @@ def mlp(variant: str, width: int = 64, seed: int = 0) -> nn.Sequential:
             return nn.GroupNorm(8, width)
         raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
 
-    torch.manual_seed(seed)
+    seeding.manual_seed(seed)
     return nn.Sequential(
         nn.Linear(64, width),
         norm(),
@@ -141,7 +142,7 @@ def timed_allreduce_hook(state, bucket):
 def _batches(n_train: int, global_batch: int, sz: DDPSize, seed: int) -> list:
     """Index tensors of the global batches: a seeded permutation per epoch, last one dropped,
     at most ``sz.max_steps`` of them."""
-    gen = torch.Generator().manual_seed(seed + 1)
+    gen = seeding.generator(seed + 1)
     out = []
     for _ in range(sz.epochs):
         perm = torch.randperm(n_train, generator=gen)

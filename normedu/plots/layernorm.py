@@ -10,6 +10,7 @@ from html import escape
 import numpy as np
 from matplotlib.patches import Rectangle
 
+from .. import seeding
 from ..conventions import DEFAULT_EPS
 from . import COLORS, STYLE, Figure, figure, style
 
@@ -40,7 +41,7 @@ def bn_vs_ln_matrix(
             f"feature must be in [0, {n_features}) and sample in [0, {n_samples}), got "
             f"{feature}, {sample}"
         )
-    rng = np.random.default_rng(seed)
+    rng = seeding.rng(seed)
     vals = rng.normal(0, 2, size=(n_samples, n_features)).round(1)
     fig, axes = figure(1, 2, width=10, height=3.6)
     specs = (
