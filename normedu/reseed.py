@@ -61,13 +61,17 @@ _NOT_WORDS = ("normedu/course/", "normedu/grading/", "normedu/reseed.py")
 
 # A number as pages print them: signs, thousands separators, decimals, exponents, and the
 # unicode minus; units and words around it stay.
-_NUMBER = re.compile(r"[-+−]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# A full stop after a number ends the sentence: it is not the number's.
+_NUMBER = re.compile(r"[-+−]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 _SPACE = re.compile(r"\s+")
+# NumPy pads the numbers of a printed array to one width: "[ #" and "[#" say the same.
+_PADDING = re.compile(r"(?<=[\[(])\s+|\s+(?=[\])])")
 
 
 def mask(text: str) -> str:
-    """``text`` with every number replaced by ``#`` and runs of whitespace by one space."""
-    return _SPACE.sub(" ", _NUMBER.sub("#", text)).strip()
+    """``text`` with every number replaced by ``#``, runs of whitespace by one space, and no
+    padding inside brackets."""
+    return _PADDING.sub("", _SPACE.sub(" ", _NUMBER.sub("#", text))).strip()
 
 
 def fingerprint(root: Path | None = None) -> str:
@@ -130,14 +134,17 @@ def changes(base: dict[str, Any], other: dict[str, Any]) -> list[str]:
     return out
 
 
-def build(root: Path, offset: int, out: Path) -> tuple[Path, Path]:
+def build(root: Path, offset: int, out: Path, reuse: bool = False) -> tuple[Path, Path]:
     """Build the book from scratch with ``offset`` into ``out/offset-<offset>``; return the
     build folder and its ledger folder.
 
     From scratch: the execution cache is keyed on a page's code alone, so a cached page would
-    not show what a changed experiment now says.
+    not show what a changed experiment now says. ``reuse``: keep a build already there (to
+    compare again after changing how words are compared; never for a record).
     """
     top = out / f"offset-{offset}"
+    if reuse and (top / "_build" / "html" / "_sources").is_dir():
+        return top / "_build", top / "ledger"
     if top.exists():
         shutil.rmtree(top)
     ledger = top / "ledger"
@@ -183,23 +190,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the builds go (default: _build/reseed)")  # fmt: skip
     ap.add_argument("--no-record", action="store_true",
                     help=f"print the changes without writing {RECORD}")  # fmt: skip
+    ap.add_argument("--reuse", action="store_true",
+                    help="compare the builds already in --out again (implies --no-record)")  # fmt: skip
     args = ap.parse_args(argv)
     if 0 in args.offsets:
         ap.error("offset 0 is the book itself; give other offsets")
     root = require_root("the reseeding audit")
     out = args.out or root / "_build" / "reseed"
     print_fp = fingerprint(root)
-    base = said(*build(root, 0, out))
+    base = said(*build(root, 0, out, args.reuse))
     found: dict[str, list[str]] = {}
     for k in args.offsets:
-        found[str(k)] = changes(base, said(*build(root, k, out)))
+        found[str(k)] = changes(base, said(*build(root, k, out, args.reuse)))
         print(f"reseed: offset {k}: {len(found[str(k)])} change(s)")
         for line in found[str(k)]:
             print(f"  {line}")
     if fingerprint(root) != print_fp:
         print("reseed: the sources changed while auditing; not recording", file=sys.stderr)
         return 2
-    if not args.no_record:
+    if not (args.no_record or args.reuse):
         prov = {**provenance("python -m normedu.reseed"), "offsets": args.offsets,
                 "fingerprint": print_fp}  # fmt: skip
         data = {

@@ -12,6 +12,7 @@ def test_mask_keeps_words_and_drops_numbers():
         "BN's error is #% vs # on # of # seeds"
     )
     assert reseed.mask("1,024 tokens/s, ×1.58") == "# tokens/s, ×#"
+    assert reseed.mask("error 3.2e-05. The [ -0.1  0.25 ]") == "error #. The [# #]"
 
 
 def _said(verdict, measured, lines):
