@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-record", action="store_true",
                     help=f"print the changes without writing {RECORD}")  # fmt: skip
     ap.add_argument("--reuse", action="store_true",
-                    help="compare the builds already in --out again (implies --no-record)")  # fmt: skip
+                    help="compare the builds in --out again (implies --no-record)")  # fmt: skip
     args = ap.parse_args(argv)
     if 0 in args.offsets:
         ap.error("offset 0 is the book itself; give other offsets")
