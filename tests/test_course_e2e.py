@@ -259,11 +259,16 @@ def test_report_numbers_equal_the_gradebook(graded, tmp_path):
     test cells the gradebook scored below their points."""
     from nbgrader.api import Gradebook
 
+    from normedu.cli import main
     from normedu.course.failures import failures_in_notebook
     from normedu.course.report import write_report
 
     course = graded.course
     report = write_report(course, "demo", tmp_path / "report.html")
+    assert (
+        main(["--root", str(course.root), "report", "demo", "-o", str(tmp_path / "cli.html")]) == 0
+    )
+    assert (tmp_path / "cli.html").read_text() == (tmp_path / "report.html").read_text()
     table = graded.table
     ran = {
         s
