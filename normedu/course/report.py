@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import status as st
 from .config import Course, student_sort_key
-from .failures import UNNAMED, classify, failures_in_notebook
+from .failures import UNNAMED, Failure, classify, failures_in_notebook
 
 __all__ = [
     "FLAGS",
@@ -168,10 +168,10 @@ def score_bands(scores: list[float], max_score: float) -> list[tuple[float, floa
     return [(i * width, (i + 1) * width, c) for i, c in enumerate(counts)]
 
 
-def _group(failures: list[tuple[str, str, object]], tests: list[str], graded: int) -> list[Cause]:
+def _group(failures: list[tuple[str, str, Failure]], tests: list[str], graded: int) -> list[Cause]:
     """``Cause`` per key of ``[(student, grade_id, Failure)]``, most students first."""
     order = {g: i for i, g in enumerate(tests)}
-    by_key: dict[str, list[tuple[str, str, object]]] = {}
+    by_key: dict[str, list[tuple[str, str, Failure]]] = {}
     for item in sorted(failures, key=lambda f: (student_sort_key(f[0]), order.get(f[1], 1e9))):
         by_key.setdefault(item[2].key, []).append(item)
     causes = []
