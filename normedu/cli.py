@@ -6,6 +6,7 @@
     normedu feedback A                       feedback/<student>/A/A.html, hidden tests hidden
     normedu export A [-o grades.csv]         one row per student, one column per test cell
     normedu export A --lms canvas -o F.csv   the scores in Canvas's gradebook-import format
+    normedu report A [-o report.html]        the class's scores and mistakes, for the lecturer
     normedu students list|remove|merge       the roster; remove or merge ids (logged)
     normedu grade-bench [A]                  time a synthetic cohort: 1 worker vs all cores
 
@@ -152,6 +153,21 @@ def _cmd_export(args) -> int:
     # The summary goes to stderr when the CSV goes to stdout: a redirected CSV stays clean.
     summary = review_summary(rows(course, args.assignment)[1])
     print(summary, file=sys.stdout if args.output else sys.stderr)
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from .course.report import write_report
+
+    output = args.output or f"{args.assignment}-report.html"
+    report = write_report(_course(args), args.assignment, output)
+    unnamed = report.unnamed.count if report.unnamed else 0
+    flagged = ", ".join(f"{len(who)} {name}" for name, who in report.flags.items() if who)
+    print(
+        f"wrote {output}: {len(report.graded)} graded hand-ins of {report.students} students, "
+        f"{len(report.causes)} named causes, {unnamed} students with a failure no cause names"
+        + (f"; flags: {flagged}" if flagged else "")
+    )
     return 0
 
 
@@ -352,6 +368,21 @@ def build_parser() -> argparse.ArgumentParser:
         "'ASSIGNMENT (ID)' and fills that assignment; without it Canvas creates a new one",
     )
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser(
+        "report",
+        help="one HTML page for the lecturer: scores, test cells passed, mistakes by cause, flags",
+        description="After autograde: the score distribution, each test cell's pass share, the "
+        "mistakes the class made by the cause the grader named (students, share, the message "
+        "they saw; failures that name no cause counted apart), and the flags (late, needs "
+        "review, tampered, timed out, grading failed) with their students. One self-contained "
+        "file: figures embedded, no script, opens offline.",
+    )
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument(
+        "-o", "--output", help="HTML file to write (default: ASSIGNMENT-report.html, here)"
+    )
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser(
         "students",

@@ -249,6 +249,59 @@ def test_notes_say_why(graded):
     assert graded.report.errors == []
 
 
+#: Hand-ins whose every test cell ran on the trusted side (no dead kernel, no time limit).
+RAN_TO_THE_END = ("ok", "partial", "stub", "tamper_edit", "tamper_delete", "hostile")
+
+
+def test_report_numbers_equal_the_gradebook(graded, tmp_path):
+    """``normedu report`` on the graded cohort: its scores, pass counts and flags are the
+    gradebook's (read here through nbgrader's own API), and the failures it groups are the
+    test cells the gradebook scored below their points."""
+    from nbgrader.api import Gradebook
+
+    from normedu.cli import main
+    from normedu.course.failures import failures_in_notebook
+    from normedu.course.report import write_report
+
+    course = graded.course
+    report = write_report(course, "demo", tmp_path / "report.html")
+    assert (
+        main(["--root", str(course.root), "report", "demo", "-o", str(tmp_path / "cli.html")]) == 0
+    )
+    assert (tmp_path / "cli.html").read_text() == (tmp_path / "report.html").read_text()
+    table = graded.table
+    ran = {
+        s
+        for s, r in table.items()
+        if st.kind(r["status"]) not in st.NOT_RUN and r["status"] != st.GRADING_FAILED
+    }
+    assert set(report.graded) == ran
+    with Gradebook(course.db_url) as gb:
+        cells = {
+            s: {g.name: (g.score, g.max_score) for nb in gb.find_submission("demo", s).notebooks
+                for g in nb.grades}
+            for s in ran
+        }  # fmt: skip
+        totals = {s: gb.find_submission("demo", s).score for s in ran}
+    assert dict(zip(report.graded, report.scores, strict=True)) == totals
+    for cell in report.cells:
+        full = sum(cells[s][cell.grade_id][0] == cells[s][cell.grade_id][1] for s in ran)
+        assert (cell.passed, cell.of) == (full, len(ran)), cell.grade_id
+    assert report.flags["tampered"] == sorted(s for s, r in table.items() if r["tampered"] == "yes")
+    assert report.flags["timed out"] == sorted(s for s in ran if table[s]["status"] == st.TIMED_OUT)
+    verdicts = st.load_all(course, "demo")
+    for s in RAN_TO_THE_END:
+        failed = {g for g, (score, top) in cells[s].items() if score < top}
+        assert set(verdicts[s].failures) == failed, s
+        # The same record, read back from the autograded notebook (hand-ins graded before
+        # verdicts kept it).
+        path = course.autograded_dir(s, "demo") / "demo.ipynb"
+        assert failures_in_notebook(path, set(cells[s])) == verdicts[s].failures, s
+    stubs = next(c for c in report.causes if c.text.startswith("NotImplementedError"))
+    assert {"partial", "stub", "tamper_edit", "tamper_delete"} <= set(stubs.students)
+    assert stubs.cells == ["test_center", "test_center_hidden", "test_scale"]
+
+
 def test_timed_out_cell_is_interrupted_and_later_cells_still_run(graded):
     # The loop ends the first answer cell, after center() is defined: that cell is interrupted
     # at the cell time limit, and the later cells (scale() and all tests) still run and pass.

@@ -8,7 +8,8 @@ the repository's gradebook), with the course's one nbgrader configuration
    the release holds no solution code and no hidden tests;
 2. autograding scores the solution notebook full marks and the untouched release 0;
 3. ONE catalogued mistake per answer cell (the first of :mod:`normedu.grading.mistakes` for
-   that cell) scores strictly less than full marks, and a failing test's output names it;
+   that cell) scores strictly less than full marks, and a failing test's output names it,
+   as does the class report (``normedu report``) made from what the grader recorded;
 4. the correct answers of ``tests/data/correct/`` (written independently of the solution)
    score full marks;
 5. a release whose test cells are edited to ``assert True`` (half of them) or deleted (the
@@ -261,6 +262,10 @@ def test_assignment_is_graded_correctly(assignment, course):
         assert scores[sid][0] == 0, (sid, scores[sid])
         assert scores[sid][1] == full, (sid, scores[sid])
 
+    from normedu.course.report import records, summarize
+
+    report_ = summarize(assignment, *records(Course(root=root), assignment))
+    unnamed = report_.unnamed.examples if report_.unnamed else []
     missed = []
     for i, m in enumerate(catalog):
         sid = f"mistake{i:02d}"
@@ -270,6 +275,11 @@ def test_assignment_is_graded_correctly(assignment, course):
         graded = nbformat.read(root / "autograded" / sid / assignment / name, as_version=4)
         if m.phrase not in _failure_text(graded):
             missed.append(f"{m.name}: no failing test says {m.phrase!r}")
+        # The class report groups what the grader recorded: the cause is there too.
+        said = [c.text for c in report_.causes if sid in c.students]
+        said += [text for who, _, text in unnamed if who == sid]
+        if not any(m.phrase in text for text in said):
+            missed.append(f"{m.name}: the class report does not say {m.phrase!r}")
     assert not missed, missed
 
 

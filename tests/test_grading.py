@@ -26,6 +26,7 @@ from data.correct import VARIANTS as CORRECT_VARIANTS
 
 from normedu import norms
 from normedu.course.config import Course
+from normedu.course.failures import classify
 from normedu.grading import answers, compare, diagnose, drift, dx_terms, gradcheck, guard, mistakes
 from normedu.grading.normcheck import NormTable
 
@@ -117,6 +118,10 @@ def test_mistake_fails_and_is_named(mistake):
     failures = [msg for msg in results.values() if msg is not None]
     assert failures, f"{mistake.name}: every check passed"
     assert any(mistake.phrase in msg for msg in failures), (mistake.phrase, failures)
+    # The class report (normedu report) shows the cause as classify() cuts it from the
+    # message: the phrase survives the cut.
+    shown = [classify("GradingError", msg).text for msg in failures]
+    assert any(mistake.phrase in text for text in shown), (mistake.phrase, shown)
 
 
 #: Correct answers written independently of the solutions (tests/data/correct/).

@@ -64,6 +64,7 @@ class Verdict:
       meaningless (None in the export: empty) when nothing could be checked.
     - notes: sentences for the instructor and the student.
     - sha256: the graded file's hash: autograde re-grades only when it changes.
+    - failures: the error name and message of each test cell that failed the grader's run.
     """
 
     student: str
@@ -76,6 +77,10 @@ class Verdict:
     sandbox: str = ""
     #: manual overrides (:mod:`.adjust`): ``{"test", "old", "new", "reason", "date"}`` each
     adjustments: list[dict] = field(default_factory=list)
+    #: what each failing test cell said in the grader's run: ``{grade_id: {"error",
+    #: "message"}}`` (:func:`.trusted.failure_record`), read by the class report
+    #: (:mod:`.report`); None: not recorded (graded before it was, or nothing ran)
+    failures: dict[str, dict[str, str]] | None = None
 
     def __post_init__(self):
         if kind(self.status) not in STATUSES:

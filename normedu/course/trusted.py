@@ -402,10 +402,27 @@ class Channel:
             self.sock.close()
 
 
+#: The longest message kept per failing test cell (:func:`failure_record`): a student's own
+#: exception text can be of any length.
+MESSAGE_CHARS = 2000
+
+
+def failure_record(outputs: list[dict]) -> dict[str, str]:
+    """``{"error", "message"}`` of a failing test cell, from its trusted outputs (the error's
+    name and value, the message capped at :data:`MESSAGE_CHARS`): the grader's record of what
+    the student saw, from which the class report names the cause (:mod:`.failures`)."""
+    error = next((o for o in outputs if o.get("output_type") == "error"), {})
+    return {
+        "error": str(error.get("ename", "")),
+        "message": str(error.get("evalue", ""))[:MESSAGE_CHARS],
+    }
+
+
 async def check_cell(client, cell, source: str, grade_id: str, state: dict, seconds: float):
     """Run test cell ``grade_id`` (``source`` from the gradebook) on the trusted side, after
     the kernel ran it: its outputs become the cell's outputs, which nbgrader scores. A cell
-    that passed in the kernel but fails here is noted in ``state["interference"]``."""
+    that passed in the kernel but fails here is noted in ``state["interference"]``; every
+    failing cell's error, in ``state["failures"]`` (:func:`failure_record`)."""
     import asyncio
     import time
 
@@ -422,4 +439,6 @@ async def check_cell(client, cell, source: str, grade_id: str, state: dict, seco
     outputs, passed = await asyncio.to_thread(state["trusted_cells"].run, source, grade_id)
     if not passed and not kernel_failed:
         state.setdefault("interference", []).append(grade_id)
+    if not passed:
+        state.setdefault("failures", {})[grade_id] = failure_record(outputs)
     cell.outputs = [nbformat.from_dict(o) for o in outputs]

@@ -67,6 +67,7 @@ def verdict_of(course: Course, assignment: str, job: Job, result: dict, report) 
         notes=notes,
         sha256=job.sha256,
         seconds=float(result.get("wall_s", 0.0)),
+        failures=None if scores is None else dict(result.get("failures", {})),
         sandbox=report.sandbox
         if result.get("landlock")
         else describe_sandbox("off", job.spec.get("network", False)),

@@ -10,7 +10,7 @@ single job. Each job names two files the worker writes:
   died, or the submission ran out of time) gets an error output that says why, so nbgrader
   scores it 0: nbgrader gives full marks to a test cell with no error output.
 - ``result``: ``{"timed_out", "timeout_cells", "dead_kernel_cell", "not_run", "wall_s",
-  "landlock"}``.
+  "landlock", "interference", "failures"}`` (``failures``: failing test cells, :mod:`.trusted`).
 
 A job's ``replace`` (``{cell index: source}``) holds the stubs of the cells the answer policy
 refused (:mod:`.policy`): the kernel runs the stub in that cell's place, and the executed
@@ -365,6 +365,7 @@ def run_job(job: dict, spare: Spare | None = None, keep: Iterable[int] = (), zyg
         "wall_s": round(time.perf_counter() - start, 3),
         "landlock": job.get("landlock", "auto") != "off" and landlock_abi() > 0,
         "interference": state.get("interference", []),
+        "failures": state.get("failures", {}),
     }
     Path(job["result"]).write_text(json.dumps(result))
     return result
