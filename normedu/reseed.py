@@ -64,14 +64,17 @@ _NOT_WORDS = ("normedu/course/", "normedu/grading/", "normedu/reseed.py")
 # A full stop after a number ends the sentence: it is not the number's.
 _NUMBER = re.compile(r"[-+−]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 _SPACE = re.compile(r"\s+")
-# NumPy pads the numbers of a printed array to one width: "[ #" and "[#" say the same.
+# NumPy pads the numbers of a printed array to one width: "[ #" and "[#" say the same; and it
+# prints a whole float as "1.", whose point is the number's, not a full stop.
 _PADDING = re.compile(r"(?<=[\[(])\s+|\s+(?=[\])])")
+_WHOLE_FLOAT = re.compile(r"#\.(?=\s*[#\]])")
 
 
 def mask(text: str) -> str:
     """``text`` with every number replaced by ``#``, runs of whitespace by one space, and no
     padding inside brackets."""
-    return _PADDING.sub("", _SPACE.sub(" ", _NUMBER.sub("#", text))).strip()
+    masked = _WHOLE_FLOAT.sub("#", _NUMBER.sub("#", text))
+    return _PADDING.sub("", _SPACE.sub(" ", masked)).strip()
 
 
 def fingerprint(root: Path | None = None) -> str:
