@@ -1,0 +1,156 @@
+"""Hand-ins that try to run script where people look at them (issue 47), and an honest one.
+
+Every vector that would run script pushes its name to ``window.pwned``; every vector that
+would make a request without script asks for a path holding ``pwned``. A page that shows a
+hand-in inertly ends with ``window.pwned`` undefined and no request for ``pwned``. Shared by
+the unit test of the sanitizer (``test_inert.py``) and the browser test (``test_inert_lab.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell
+
+
+def _run(name: str) -> str:
+    """JavaScript that records that the vector ``name`` ran."""
+    return f"(window.pwned=window.pwned||[]).push('{name}')"
+
+
+_SVG_WITH_SCRIPT = (
+    '<svg xmlns="http://www.w3.org/2000/svg" onload="' + _run("svg_attachment") + '">'
+    "<script>" + _run("svg_attachment_script") + "</script><circle r='4'/></svg>"
+)
+
+#: Raw HTML in a Markdown cell, by name. Each one runs script, or makes a request to the
+#: server's API (``/api/contents/pwned-...``), on a page that renders it as it is.
+MARKDOWN_VECTORS: dict[str, str] = {
+    "script": f"<script>{_run('script')}</script>",
+    "img_onerror": f'<img src="x" onerror="{_run("img_onerror")}">',
+    "svg_onload": f'<svg onload="{_run("svg_onload")}"></svg>',
+    "svg_script": f"<svg><script>{_run('svg_script')}</script></svg>",
+    "details_ontoggle": f'<details open ontoggle="{_run("details_ontoggle")}">x</details>',
+    "body_onload": f'<body onload="{_run("body_onload")}">',
+    "input_autofocus": f'<input autofocus onfocus="{_run("input_autofocus")}">',
+    "iframe_srcdoc": f'<iframe srcdoc="<script>parent.{_run("iframe_srcdoc")}</script>"></iframe>',
+    "object_data": f'<object data="data:text/html,<script>{_run("object")}</script>"></object>',
+    "embed_src": f'<embed src="data:text/html,<script>{_run("embed")}</script>">',
+    "mxss_math": f'<math><mtext><table><mglyph><style><img src=x onerror="{_run("mxss")}">',
+    "noscript_title": (
+        f'<noscript><p title="</noscript><img src=x onerror={_run("noscript")}>"></noscript>'
+    ),
+    # Links and navigation: they run when clicked (or the page moves): none may survive.
+    "js_link": f'<a href="javascript:{_run("js_link")}">grade me</a>',
+    "js_link_case": f'<a href="JaVaScRiPt:{_run("js_link_case")}">grade me</a>',
+    "js_link_entity": f'<a href="&#106;avascript:{_run("js_link_entity")}">grade me</a>',
+    "js_link_tab": f'<a href="java&#9;script:{_run("js_link_tab")}">grade me</a>',
+    "md_js_link": f"[grade me](javascript:{_run('md_js_link')})",
+    "data_html_link": f'<a href="data:text/html,<script>{_run("data_link")}</script>">x</a>',
+    "form_action": f'<form action="javascript:{_run("form")}"><button>Submit</button></form>',
+    "meta_refresh": f'<meta http-equiv="refresh" content="0;url=javascript:{_run("meta")}">',
+    "base_href": '<base href="javascript:/">',
+    # Requests to the server's API that need no script at all.
+    "img_api": '<img src="/api/contents/pwned-img">',
+    "style_url": "<style>body{background:url(/api/contents/pwned-css)}</style>",
+    "style_attr_url": '<p style="background-image:url(/api/contents/pwned-style)">s</p>',
+    # What the issue's student did: read the instructor's files through the API.
+    "fetch_api": (
+        f"<img src=x onerror=\"fetch('/api/contents/pwned-fetch').then(r => {_run('fetch_api')})\">"
+    ),
+}
+
+#: Code cell outputs: rich representations that run script where they are shown as they are.
+OUTPUT_CODE = f'''class Shown:
+    def _repr_html_(self):
+        return """<b>html</b><script>{_run("html_output")}</script>
+<img src=x onerror="{_run("html_output_onerror")}">"""
+
+    def _repr_javascript_(self):
+        return "{_run("js_output")}"
+
+    def _repr_markdown_(self):
+        return """<img src=x onerror="{_run("markdown_output")}">"""
+
+
+Shown()
+'''
+
+#: Notebook-level widget state: a page that embeds it loads a widget manager that runs it.
+WIDGET_STATE = {
+    "application/vnd.jupyter.widget-state+json": {"version_major": 2, "state": {"x": {}}}
+}
+
+
+def svg_attachment_cell() -> nbformat.NotebookNode:
+    """A Markdown cell showing an SVG attachment that carries script."""
+    cell = new_markdown_cell("![figure](attachment:fig.svg)")
+    cell["attachments"] = {"fig.svg": {"image/svg+xml": _SVG_WITH_SCRIPT}}
+    return cell
+
+
+def injection_cells() -> list[nbformat.NotebookNode]:
+    """The cells a hostile student adds: every Markdown vector, an SVG attachment, and a code
+    cell whose result shows HTML, JavaScript and Markdown."""
+    cells = [new_markdown_cell(f"{name}: {html}") for name, html in MARKDOWN_VECTORS.items()]
+    return [*cells, svg_attachment_cell(), new_code_cell(OUTPUT_CODE)]
+
+
+#: The honest student's own cells: a formula, a table, code and a plot.
+FORMULA = r"$$\mu_i = \frac{1}{D}\sum_{j=1}^{D} x_{ij}$$ and inline $\sigma_i > 0$."
+TABLE = "| N | D |\n|---|---|\n| 2 | 3 |"
+
+
+def honest_cells() -> list[nbformat.NotebookNode]:
+    return [new_markdown_cell(f"Centering: {FORMULA}\n\n{TABLE}"), new_code_cell(plot_code())]
+
+
+def with_cells(nb: nbformat.NotebookNode, cells: list, *, widgets: bool = False):
+    """A copy of the hand-in ``nb`` with ``cells`` added after its first cell."""
+    nb = copy.deepcopy(nb)
+    nb.cells[1:1] = cells
+    if widgets:
+        nb.metadata["widgets"] = copy.deepcopy(WIDGET_STATE)
+    return nb
+
+
+def png_bytes(width: int = 48, height: int = 32) -> bytes:
+    """A small real PNG of a plotted sine curve (dark line on white, 8-bit grayscale), made
+    with the standard library: what a plot output or a plot attachment holds, without the
+    seconds of importing matplotlib."""
+    import math
+    import struct
+    import zlib
+
+    rows = [bytearray([255] * width) for _ in range(height)]
+    for x in range(width):
+        y = round((height - 1) * (0.5 - 0.4 * math.sin(2 * math.pi * x / width)))
+        rows[y][x] = 0
+    raw = b"".join(b"\0" + bytes(r) for r in rows)  # filter type 0 per row
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+def png_base64() -> str:
+    return base64.b64encode(png_bytes()).decode()
+
+
+def plot_code() -> str:
+    """An honest answer's extra cell whose result shows a plot (``image/png``), with no
+    import: the answer policy lets it run as it is."""
+    return (
+        "class Plot:\n    def _repr_png_(self):\n"
+        f"        return bytes.fromhex('{png_bytes().hex()}')\n\n\nPlot()"
+    )
