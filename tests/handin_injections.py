@@ -15,64 +15,72 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell
 
 
-def _run(name: str) -> str:
+def script_for(name: str) -> str:
     """JavaScript that records that the vector ``name`` ran."""
     return f"(window.pwned=window.pwned||[]).push('{name}')"
 
 
 _SVG_WITH_SCRIPT = (
-    '<svg xmlns="http://www.w3.org/2000/svg" onload="' + _run("svg_attachment") + '">'
-    "<script>" + _run("svg_attachment_script") + "</script><circle r='4'/></svg>"
+    '<svg xmlns="http://www.w3.org/2000/svg" onload="' + script_for("svg_attachment") + '">'
+    "<script>" + script_for("svg_attachment_script") + "</script><circle r='4'/></svg>"
 )
 
 #: Raw HTML in a Markdown cell, by name. Each one runs script, or makes a request to the
 #: server's API (``/api/contents/pwned-...``), on a page that renders it as it is.
 MARKDOWN_VECTORS: dict[str, str] = {
-    "script": f"<script>{_run('script')}</script>",
-    "img_onerror": f'<img src="x" onerror="{_run("img_onerror")}">',
-    "svg_onload": f'<svg onload="{_run("svg_onload")}"></svg>',
-    "svg_script": f"<svg><script>{_run('svg_script')}</script></svg>",
-    "details_ontoggle": f'<details open ontoggle="{_run("details_ontoggle")}">x</details>',
-    "body_onload": f'<body onload="{_run("body_onload")}">',
-    "input_autofocus": f'<input autofocus onfocus="{_run("input_autofocus")}">',
-    "iframe_srcdoc": f'<iframe srcdoc="<script>parent.{_run("iframe_srcdoc")}</script>"></iframe>',
-    "object_data": f'<object data="data:text/html,<script>{_run("object")}</script>"></object>',
-    "embed_src": f'<embed src="data:text/html,<script>{_run("embed")}</script>">',
-    "mxss_math": f'<math><mtext><table><mglyph><style><img src=x onerror="{_run("mxss")}">',
+    "script": f"<script>{script_for('script')}</script>",
+    "img_onerror": f'<img src="x" onerror="{script_for("img_onerror")}">',
+    "svg_onload": f'<svg onload="{script_for("svg_onload")}"></svg>',
+    "svg_script": f"<svg><script>{script_for('svg_script')}</script></svg>",
+    "details_ontoggle": f'<details open ontoggle="{script_for("details_ontoggle")}">x</details>',
+    "body_onload": f'<body onload="{script_for("body_onload")}">',
+    "input_autofocus": f'<input autofocus onfocus="{script_for("input_autofocus")}">',
+    "iframe_srcdoc": (
+        "<iframe srcdoc=\"<script>(parent.pwned=parent.pwned||[]).push('iframe_srcdoc')"
+        '</script>"></iframe>'
+    ),
+    "object_data": (
+        f'<object data="data:text/html,<script>{script_for("object")}</script>"></object>'
+    ),
+    "embed_src": f'<embed src="data:text/html,<script>{script_for("embed")}</script>">',
+    "mxss_math": f'<math><mtext><table><mglyph><style><img src=x onerror="{script_for("mxss")}">',
     "noscript_title": (
-        f'<noscript><p title="</noscript><img src=x onerror={_run("noscript")}>"></noscript>'
+        f'<noscript><p title="</noscript><img src=x onerror={script_for("noscript")}>"></noscript>'
     ),
     # Links and navigation: they run when clicked (or the page moves): none may survive.
-    "js_link": f'<a href="javascript:{_run("js_link")}">grade me</a>',
-    "js_link_case": f'<a href="JaVaScRiPt:{_run("js_link_case")}">grade me</a>',
-    "js_link_entity": f'<a href="&#106;avascript:{_run("js_link_entity")}">grade me</a>',
-    "js_link_tab": f'<a href="java&#9;script:{_run("js_link_tab")}">grade me</a>',
-    "md_js_link": f"[grade me](javascript:{_run('md_js_link')})",
-    "data_html_link": f'<a href="data:text/html,<script>{_run("data_link")}</script>">x</a>',
-    "form_action": f'<form action="javascript:{_run("form")}"><button>Submit</button></form>',
-    "meta_refresh": f'<meta http-equiv="refresh" content="0;url=javascript:{_run("meta")}">',
-    "base_href": '<base href="javascript:/">',
+    "js_link": f'<a href="javascript:{script_for("js_link")}">grade me</a>',
+    "js_link_case": f'<a href="JaVaScRiPt:{script_for("js_link_case")}">grade me</a>',
+    "js_link_entity": f'<a href="&#106;avascript:{script_for("js_link_entity")}">grade me</a>',
+    "js_link_tab": f'<a href="java&#9;script:{script_for("js_link_tab")}">grade me</a>',
+    "md_js_link": f"[grade me](javascript:{script_for('md_js_link')})",
+    "data_html_link": f'<a href="data:text/html,<script>{script_for("data_link")}</script>">x</a>',
+    "form_action": f'<form action="javascript:{script_for("form")}"><button>Submit</button></form>',
+    "meta_refresh": f'<meta http-equiv="refresh" content="0;url=javascript:{script_for("meta")}">',
     # Requests to the server's API that need no script at all.
     "img_api": '<img src="/api/contents/pwned-img">',
     "style_url": "<style>body{background:url(/api/contents/pwned-css)}</style>",
     "style_attr_url": '<p style="background-image:url(/api/contents/pwned-style)">s</p>',
     # What the issue's student did: read the instructor's files through the API.
     "fetch_api": (
-        f"<img src=x onerror=\"fetch('/api/contents/pwned-fetch').then(r => {_run('fetch_api')})\">"
+        "<img src=x onerror=\"fetch('/api/contents/pwned-fetch')"
+        f'.then(r => {script_for("fetch_api")})">'
     ),
+    # Last: a page's base URL changes the relative URLs after it (the API requests above
+    # would resolve to javascript:/api/... and never be made).
+    "base_href": '<base href="javascript:/">',
 }
 
 #: Code cell outputs: rich representations that run script where they are shown as they are.
 OUTPUT_CODE = f'''class Shown:
     def _repr_html_(self):
-        return """<b>html</b><script>{_run("html_output")}</script>
-<img src=x onerror="{_run("html_output_onerror")}">"""
+        return """<b>html</b><script>{script_for("html_output")}</script>
+<img src=x onerror="{script_for("html_output_onerror")}">"""
 
     def _repr_javascript_(self):
-        return "{_run("js_output")}"
+        return "{script_for("js_output")}"
 
     def _repr_markdown_(self):
-        return """<img src=x onerror="{_run("markdown_output")}">"""
+        return """<img src=x onerror="{script_for("markdown_output")}">"""
 
 
 Shown()
