@@ -185,7 +185,9 @@ def _notebook(png: str) -> nbformat.NotebookNode:
 
 def test_preprocessor_cleans_outputs_and_says_what_in_one_line():
     png = png_base64()
-    nb, resources = InertHandIn().preprocess(_notebook(png), {})
+    named = {"first_name": "<img src=x onerror=pwned()>", "last_name": "Doe"}
+    nb, resources = InertHandIn().preprocess(_notebook(png), named)
+    assert resources["first_name"] == "&lt;img src=x onerror=pwned()&gt;"  # Formgrader's header
     note, _, code, raw, _ = nb.cells
     assert note.source.startswith(f"**{NOTE}:**") and "\n" not in note.source
     removed = resources["normedu"]["removed"]

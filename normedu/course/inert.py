@@ -34,6 +34,7 @@ Only what is displayed is cleaned: the notebook on disk is never written here.
 from __future__ import annotations
 
 import base64
+import html
 import re
 from collections import Counter
 
@@ -292,10 +293,10 @@ class InertMarkdown(Configurable):
     def __call__(self, context, source: str) -> str:
         render = getattr(self.parent, "markdown2html", None)
         if render is not None:
-            html = render(context, source)
+            rendered = render(context, source)
         else:
-            html = render_markdown(source, context.get("cell", {}).get("attachments"))
-        return clean_html(html)
+            rendered = render_markdown(source, context.get("cell", {}).get("attachments"))
+        return clean_html(rendered)
 
 
 #: Output types shown as they are (the templates escape text, LaTeX, JSON; images are data
@@ -331,6 +332,8 @@ def _clean_output(output: dict, removed: Counter) -> None:
     kind = output.get("output_type")
     for key in set(output) - _OUTPUT_KEYS.get(kind, set(output)):
         del output[key]  # svg_filename and the like: a path written into the page
+    if not isinstance(output.get("execution_count", 0), (int, type(None))):
+        output["execution_count"] = None
     data = output.get("data")
     if not isinstance(data, dict):
         return
@@ -398,6 +401,11 @@ class InertHandIn(Preprocessor):
     what was left out (none when nothing was). Works on the exporter's copy of the notebook."""
 
     def preprocess(self, nb, resources):
+        # Formgrader's template writes the student's names unescaped; an LMS display name is
+        # the student's to choose.
+        for key in ("student", "first_name", "last_name"):
+            if isinstance(resources.get(key), str):
+                resources[key] = html.escape(resources[key])
         removed = Counter()
         if nb.metadata.pop("widgets", None) is not None:
             removed["widget state"] += 1
@@ -415,6 +423,8 @@ class InertHandIn(Preprocessor):
     def _cell(cell, removed: Counter) -> None:
         if "id" in cell and not _CELL_ID.fullmatch(str(cell.id)):
             cell.id = "cell"
+        if not isinstance(cell.get("execution_count", 0), (int, type(None))):
+            cell.execution_count = None  # the prompt's number is written unescaped
         tags = cell.metadata.get("tags")
         if tags is not None:
             cell.metadata["tags"] = [t for t in tags if isinstance(t, str) and _TAG.fullmatch(t)]
