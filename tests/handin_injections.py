@@ -70,6 +70,77 @@ MARKDOWN_VECTORS: dict[str, str] = {
     "base_href": '<base href="javascript:/">',
 }
 
+#: More shapes, the kind a held-out set tries: parser differentials (raw-text elements,
+#: comments, foreign content: where a sanitizer and a browser disagree), URL spellings,
+#: Markdown's own link forms, and requests made by CSS or responsive images. Each needs a
+#: browser to judge (the standard library's parser reads several differently); ``{P}`` is the
+#: vector's script.
+MORE_VECTORS: dict[str, str] = {
+    "tab_entity": '<img src=x><a href="jav&#x09;ascript:{P}">a</a>',
+    "leading_ctrl": '<a href=" &#14;  javascript:{P}">a</a>',
+    "hex_entities": (
+        '<a href="&#x6A;&#x61;&#x76;&#x61;&#x73;&#x63;&#x72;&#x69;&#x70;&#x74;&#x3A;{P}">a</a>'
+    ),
+    "colon_entity": '<a href="javascript&colon;{P}">a</a>',
+    "vbscript": '<a href="vbscript:msgbox(1)">a</a>',
+    "data_b64_link": ('<a href="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==">a</a>'),
+    "svg_xlink": '<svg><a xlink:href="javascript:{P}"><text y="10">x</text></a></svg>',
+    "svg_animate": '<svg><animate onbegin="{P}" attributeName="x" dur="1s"/></svg>',
+    "svg_set": (
+        '<svg><a><set attributeName="href" to="javascript:{P}"/><text y="9">x</text></a></svg>'
+    ),
+    "slash_attrs": '<img/src=x/onerror="{P}">',
+    "video_source": '<video><source onerror="{P}"></video>',
+    "audio": '<audio src=x onerror="{P}"></audio>',
+    "input_image": '<input type=image src=x onerror="{P}">',
+    "marquee": '<marquee onstart="{P}">m</marquee>',
+    "body_pageshow": '<body onpageshow="{P}">',
+    "svg_script_href": '<svg><script href="data:,{P}"/></svg>',
+    "iframe_js_src": '<iframe src="javascript:parent.{P}"></iframe>',
+    "frameset": '<frameset onload="{P}">',
+    "noembed": '<noembed><img title="</noembed><img src=x onerror={P}>"></noembed>',
+    "textarea": '<textarea><img title="</textarea><img src=x onerror={P}>"></textarea>',
+    "xmp": '<xmp><p title="</xmp><img src=x onerror={P}>"></xmp>',
+    "title": '<title><img title="</title><img src=x onerror={P}>"></title>',
+    "template": '<template><script>{P}</script></template><img src=x onerror="{P}">',
+    "comment": '<!--<img src="--><img src=x onerror="{P}">',
+    "cdata": '<![CDATA[<img src=x onerror="{P}">]]>',
+    "split_script": "<scr<script>ipt>{P}</script>",
+    "purify_form_math": (
+        '<form><math><mtext></form><form><mglyph><style></math><img src onerror="{P}">'
+    ),
+    "purify_svg_p": '<svg></p><style><a id="</style><img src=1 onerror={P}>">',
+    "math_mi": '<math><mi><table><mi><style><img src onerror="{P}">',
+    "x_onclick_focus": '<x contenteditable autofocus onfocus="{P}">x</x>',
+    "a_onmouseover": (
+        '<a href="https://example.org" onmouseover="{P}" '
+        'style="display:block;width:5000px;height:5000px">a</a>'
+    ),
+    "button_formaction": '<form><button formaction="javascript:{P}">x</button></form>',
+    "table_background": '<table background="javascript:{P}"><tr><td>x</td></tr></table>',
+    "style_import": '<style>@import "/api/contents/pwned-import";</style>',
+    "link_css": '<link rel="stylesheet" href="/api/contents/pwned-link">',
+    "img_srcset": '<img srcset="/api/contents/pwned-srcset 1x">',
+    "css_image_set": '<p style="background: image-set(url(/api/contents/pwned-is) 1x)">x</p>',
+    "picture": '<picture><source srcset="/api/contents/pwned-pic"><img></picture>',
+    "md_entity_link": "[a](javascript&#58;{P})",
+    "md_angle_link": "[a](<javascript:{P}>)",
+    "md_image_js": "![a](javascript:{P})",
+    "md_ref_link": "[a][r]\n\n[r]: javascript:{P}",
+    "md_autolink": "<javascript:{P}>",
+    "md_upper": "[a](JAVASCRIPT:{P})",
+    "md_img_quote": '![x](x" onerror="{P})',
+    "md_title_quote": '[x](https://example.org "t\\" onmouseover=\\"{P}")',
+    "md_html_block": '<div>\n<img src=x onerror="{P}">\n</div>',
+    "md_api_img": "![x](/api/contents/pwned-mdimg)",
+    "meta_refresh_data": (
+        '<meta http-equiv="refresh" content="0;url=data:text/html,<script>{P}</script>">'
+    ),
+    "object_svg": "<object data=\"data:image/svg+xml,<svg onload='parent.{P}'></svg>\"></object>",
+    "math_href": "$\\href{javascript:{P}}{click}$",
+}
+MORE_VECTORS = {k: v.replace("{P}", script_for(k)) for k, v in MORE_VECTORS.items()}
+
 #: Code cell outputs: rich representations that run script where they are shown as they are.
 OUTPUT_CODE = f'''class Shown:
     def _repr_html_(self):
@@ -102,7 +173,8 @@ def svg_attachment_cell() -> nbformat.NotebookNode:
 def injection_cells() -> list[nbformat.NotebookNode]:
     """The cells a hostile student adds: every Markdown vector, an SVG attachment, and a code
     cell whose result shows HTML, JavaScript and Markdown."""
-    cells = [new_markdown_cell(f"{name}: {html}") for name, html in MARKDOWN_VECTORS.items()]
+    vectors = {**MARKDOWN_VECTORS, **MORE_VECTORS}
+    cells = [new_markdown_cell(f"{name}: {html}") for name, html in vectors.items()]
     return [*cells, svg_attachment_cell(), new_code_cell(OUTPUT_CODE)]
 
 

@@ -21,6 +21,7 @@ import pytest
 from handin_injections import (
     FORMULA,
     MARKDOWN_VECTORS,
+    MORE_VECTORS,
     OUTPUT_CODE,
     TABLE,
     WIDGET_STATE,
@@ -93,6 +94,16 @@ def test_markdown_vector_is_inert_and_said(name):
     assert "pwned" not in str(kept), kept
     assert "Before" in shown  # the text before it stays
     assert sum(removed.values()) >= 1, f"{name}: removed but not counted"
+
+
+@pytest.mark.parametrize("name", sorted(MORE_VECTORS))
+def test_more_vectors_leave_nothing_that_runs(name):
+    # These need a browser to show they are dangerous at all (the browser test shows it);
+    # here: nothing in what is shown can run or fetch, and their code is text at most.
+    shown = clean_html(render_markdown(f"Before {MORE_VECTORS[name]} after"))
+    assert dangers(shown) == [], shown
+    kept = [f"{k}={v}" for _, attrs in elements(shown) for k, v in attrs.items() if k != "title"]
+    assert "pwned" not in str(kept) and "javascript" not in str(kept).lower(), kept
 
 
 def test_what_remains_of_links_and_handlers():
@@ -226,7 +237,8 @@ def test_course_exporter_shows_every_vector_inert(tmp_path, template):
     (package,) = find_spec("nbgrader").submodule_search_locations
     templates = Path(package) / "server_extensions" / "formgrader" / "templates"
 
-    cells = [new_markdown_cell(f"{n}: {v}") for n, v in MARKDOWN_VECTORS.items()]
+    vectors = {**MARKDOWN_VECTORS, **MORE_VECTORS}
+    cells = [new_markdown_cell(f"{n}: {v}") for n, v in vectors.items()]
     code = new_code_cell(OUTPUT_CODE)
     nb = _notebook(png_base64())
     nb.cells[1:1] = [*cells, code]
