@@ -8,6 +8,11 @@ hidden tests to ``ename: evalue`` (a traceback quotes the failing source line, w
 reveal the hidden test), then nbgrader's ``ClearHiddenTests`` removes the hidden regions from
 the shown source. Every page then gets a banner with the submission's status and
 notes; a submission that could not be graded gets a page that says why.
+
+The pages show the hand-in inert (:mod:`normedu.course.inert`, set on nbgrader's
+``HTMLExporter`` by the course configuration: no student script, one line saying what was
+left out), and each carries a Content-Security-Policy whose nonce only the page's own MathJax
+scripts hold (:func:`_with_policy`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from pathlib import Path
 from . import status as st
 from .checks import expected_cells
 from .config import Course, ensure_alembic, silence_nbgrader_warnings
-from .inert import csp, page_nonce
 
 _MATHJAX_BLOCK = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
 _TOC_ENTRY = re.compile(r'<a href="#(?P<id>[^"]+)">Test cell</a>')
@@ -60,6 +64,8 @@ _HEAD = re.compile(r"<head[^>]*>", re.I)
 def _with_policy(text: str, course: Course | None) -> str:
     """The page with its Content-Security-Policy (:func:`normedu.course.inert.csp`) first in
     its head, and its own scripts (MathJax, when ``course`` is given) allowed by nonce."""
+    from .inert import csp, page_nonce  # bleach and nbconvert: only when a page is written
+
     nonce = page_nonce(text)
     if course is not None:
         text = _offline_math(text, course, nonce)
