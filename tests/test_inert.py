@@ -31,7 +31,7 @@ from handin_injections import (
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from normedu.course.config import Course
-from normedu.course.inert import NOTE, InertHandIn, clean_html, render_markdown
+from normedu.course.inert import NOTE, InertHandIn, _clean, clean_html, render_markdown
 
 #: What can run script or fetch in a page, whatever else a sanitizer keeps.
 ACTIVE_TAGS = set(
@@ -94,6 +94,7 @@ def test_markdown_vector_is_inert_and_said(name):
     assert "pwned" not in str(kept), kept
     assert "Before" in shown  # the text before it stays
     assert sum(removed.values()) >= 1, f"{name}: removed but not counted"
+    assert _clean(shown) == (shown, ())  # idempotent (uncached): a template cleans twice
 
 
 @pytest.mark.parametrize("name", sorted(MORE_VECTORS))

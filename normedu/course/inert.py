@@ -143,7 +143,9 @@ def _attribute(tag: str, name: str, value: str, removed: Counter) -> str | None:
     if name in ("href", "src"):
         if _url_ok(value, image=name == "src"):
             url = _URL_JUNK.sub("", value) if name == "src" else value.strip()
-            return "#" + ID_PREFIX + url[1:] if url.startswith("#") else url
+            if url.startswith("#") and not url.startswith("#" + ID_PREFIX):
+                return "#" + ID_PREFIX + url[1:]
+            return url
         removed[UNSAFE_URL] += 1
         return None
     if name == "style":
@@ -152,7 +154,9 @@ def _attribute(tag: str, name: str, value: str, removed: Counter) -> str | None:
             removed[UNSAFE_STYLE] += 1  # a declaration left out, or one that may fetch
         return None if _CSS_UNSAFE.search(css) else css or None
     if name == "id":
-        return ID_PREFIX + value if _ID.fullmatch(value) else None
+        if not _ID.fullmatch(value):
+            return None
+        return value if value.startswith(ID_PREFIX) else ID_PREFIX + value
     if name == "class":
         return " ".join(c for c in value.split() if _CLASS.fullmatch(c)) or None
     if name in ("width", "height", "border", "span", "colspan", "rowspan", "start", "value"):
@@ -256,18 +260,42 @@ _BLEACH = bleach.Cleaner(
 
 def clean_html(text: str | bytes, removed: Counter | None = None) -> str:
     """``text`` (an HTML fragment) with only allow-listed markup left; what was left out is
-    counted in ``removed`` (``{what: how many}``, the names of the one-line note)."""
+    counted in ``removed`` (``{what: how many}``, the names of the one-line note).
+    Idempotent: cleaning the result again changes nothing."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     if not text:
         return ""
-    removed = Counter() if removed is None else removed
+    done = _CACHE.get(text)
+    if done is None:
+        done = _clean(text)
+        if len(text) <= _CACHE_CHARS:
+            if len(_CACHE) >= _CACHE_SIZE:
+                _CACHE.clear()
+            _CACHE[text] = done
+            _CACHE.setdefault(done[0], (done[0], ()))  # it is clean: a template cleans twice
+    cleaned, counts = done
+    if removed is not None:
+        removed.update(dict(counts))
+    return cleaned
+
+
+#: Cleaned fragments by their text: nbconvert's templates clean what the preprocessor cleaned
+#: (outputs) or counted (Markdown) again, and html5lib parses in pure Python. Bounded: a few
+#: thousand entries of at most 100,000 characters.
+_CACHE: dict[str, tuple[str, tuple]] = {}
+_CACHE_SIZE = 4096
+_CACHE_CHARS = 100_000
+
+
+def _clean(text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    removed = Counter()
     # The fragment parser drops these silently (a page has one of each); a browser would
     # give a <body onload=...> in the middle of a page's content to the page's own body.
     removed["page-level tag"] += len(_PAGE_TAG.findall(text))
-    removed -= Counter()  # no zero counts
     tokens = _Inert(_WALKER(_PARSER.parseFragment(text)), removed)
-    return _BLEACH.clean(_SERIALIZER.render(tokens))
+    cleaned = _BLEACH.clean(_SERIALIZER.render(tokens))
+    return cleaned, tuple(sorted((k, n) for k, n in removed.items() if n > 0))
 
 
 def clean_html_filter(text) -> str:
