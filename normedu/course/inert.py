@@ -17,7 +17,8 @@ course configuration (:meth:`normedu.course.config.Course.nbgrader_config`) sets
   so the *rendered* HTML is what is cleaned;
 - the preprocessor :class:`InertHandIn`: keeps only output types that are shown without
   script, cleans their HTML and metadata (an image's ``width`` lands unquoted in the page),
-  removes widget state, and puts ONE line at the top saying what was left out.
+  removes widget state, escapes the student's names (Formgrader's header writes them
+  unescaped), and puts ONE line at the top saying what was left out.
 
 :func:`clean_html` is an allow-list, not a deny-list: HTML is parsed the way a browser parses
 it (html5lib, as vendored by bleach), and only the elements in :data:`ALLOWED_TAGS` with the
