@@ -9,7 +9,11 @@ project environment brings (the default viewer of Markdown, the nbgrader extensi
 - Formgrader lists every assignment of ``solutions/`` and its pages answer, with no error in
   the server log (a missing ``alembic`` on PATH made ``/formgrader/api/assignments`` a 500);
 - an exercise notebook with its answers filled in runs, and *Validate* reports success;
-- a chapter (``book/*.md``) opens as a notebook on a double click.
+- a chapter (``book/*.md``) opens as a notebook on a double click;
+- a hand-in that tries to run script (``handin_injections``), collected and graded with
+  ``normedu collect`` and ``normedu autograde``, runs none in Formgrader's grading view nor in
+  its feedback page, and makes no request to the server's API; an honest hand-in's formula,
+  table and plot still show (issue 47).
 
 The server is always stopped, kernels first. Without ``/usr/bin/chromium`` these tests skip
 (under ``CI=true`` they fail).
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from site_helpers import REPO, launch_context, require_chromium, toc_docnames
+from site_helpers import REPO, dead_port, launch_context, require_chromium, toc_docnames
 
 #: One group: under pytest-xdist the three tests share one server (a module fixture per worker
 #: would start a second JupyterLab).
@@ -204,8 +208,10 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
 def browser(lab):
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as pw:
-        context = launch_context(pw, lab.root.parent / "chromium")
+    # Nothing leaves the machine: Formgrader's page asks a CDN for MathJax, which fails at
+    # once through a dead proxy instead of waiting on the network.
+    with sync_playwright() as pw, dead_port() as port:
+        context = launch_context(pw, lab.root.parent / "chromium", dead_proxy=port)
         context.set_default_timeout(60_000)
         try:
             yield context
@@ -322,3 +328,101 @@ def test_chapter_opens_as_a_notebook(lab, tab):
         current.locator(".jp-Cell").nth(1).wait_for()
     cells = current.locator(".jp-Cell").count()
     assert cells > 1 and editors == 0, f"{name}.md did not open as a notebook"
+
+
+#: What a page runs or loads from a hand-in, read in the page: the names the injection
+#: vectors record (``window.pwned``), and elements that run script when clicked or loaded.
+_ACTIVE = """() => ({
+  ran: window.pwned || [],
+  active: [...document.querySelectorAll(
+      'a[href], form, iframe, object, embed, base, meta[http-equiv], svg script')]
+    .map(e => e.outerHTML.slice(0, 80))
+    .filter(h => /javascript:|data:text|<iframe|<object|<embed|<base|<form|refresh|<script/i
+      .test(h)),
+})"""
+
+
+def _look(page, url: str) -> dict:
+    """Load ``url``, let the page's events fire (image errors, toggles, fetches), and read
+    what ran. Returns ``_ACTIVE``'s answer plus the requests the page made."""
+    requests = []
+
+    def record(request):
+        requests.append(request.url)
+
+    page.on("request", record)
+    try:
+        page.goto(url)
+        page.wait_for_load_state("load")
+        page.wait_for_timeout(1500)
+        seen = page.evaluate(_ACTIVE)
+    finally:
+        page.remove_listener("request", record)
+    return {**seen, "requests": [u for u in requests if "pwned" in u]}
+
+
+def test_formgrader_and_feedback_show_hand_ins_inert(lab, tab):
+    """Issue 47: the instructor opens a hostile hand-in in Formgrader's grading view (served
+    from the Jupyter server's origin, where a script could call the REST API) and its feedback
+    page: no vector of ``handin_injections`` runs or requests anything, the page says in one
+    line what it left out, and the file as handed in is unchanged. An honest hand-in keeps its
+    formula (typeset offline on the feedback page), table and plot."""
+    import nbformat
+    from handin_injections import honest_cells, injection_cells, script_for, with_cells
+    from nbgrader.api import Gradebook
+
+    from normedu.cli import main
+    from normedu.course.cohort import submission, write_demo_assignment, write_submission
+
+    root, name = lab.root, "inert_demo"
+    write_demo_assignment(root, name)
+    shutil.copytree(REPO / "assets" / "mathjax", root / "assets" / "mathjax", dirs_exist_ok=True)
+    course = ["--root", str(root)]
+    assert main([*course, "release", name]) == 0
+    src = nbformat.read(root / "solutions" / name / f"{name}.ipynb", as_version=4)
+    rel = nbformat.read(root / "exercises" / name / f"{name}.ipynb", as_version=4)
+    correct = submission(src, rel, "correct")
+    inbox = root.parent / "inbox"
+    write_submission(inbox / "mallory.ipynb", with_cells(correct, injection_cells(), widgets=True))
+    write_submission(inbox / "honest.ipynb", with_cells(correct, honest_cells()))
+    assert main([*course, "collect", name, str(inbox)]) == 0
+    assert main([*course, "autograde", name, "--jobs", "1"]) == 0
+    assert main([*course, "feedback", name]) == 0
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        ids = {s: gb.find_submission_notebook(name, name, s).id for s in ("mallory", "honest")}
+
+    views = {
+        "formgrader": lambda s: lab.page(f"formgrader/submissions/{ids[s]}/"),
+        "feedback": lambda s: (root / "feedback" / s / name / f"{name}.html").as_uri(),
+    }
+    for where, url in views.items():
+        seen = _look(tab, url("mallory"))
+        assert seen == {"ran": [], "active": [], "requests": []}, f"{where}: {seen}"
+        note = tab.locator("p", has_text="Shown inert")
+        assert note.count() == 1 and re.search(r"\d+ scripts", note.inner_text()), where
+        seen = _look(tab, url("honest"))
+        assert seen == {"ran": [], "active": [], "requests": []}, f"{where}: {seen}"
+        plot = tab.locator("img[src^='data:image/png']")
+        assert plot.count() == 1 and plot.evaluate("i => i.naturalWidth") == 48, where
+        assert tab.locator(".text_cell_render td").all_inner_texts() == ["2", "3"], where
+        assert tab.locator("p", has_text="Shown inert").count() == 0, where
+        if where == "feedback":  # the course's MathJax, offline, under the page's policy
+            tab.locator("mjx-container").nth(1).wait_for()
+        else:  # Formgrader's MathJax comes from a CDN (none here): the TeX is intact
+            assert r"\frac{1}{D}\sum_{j=1}^{D} x_{ij}" in tab.inner_text("body"), where
+    assert "pwned" not in lab.log_text()  # no request for the API reached the server
+    # Defence in depth: a script that got past the cleaning into a feedback page (put there by
+    # hand) is still refused by the page's Content-Security-Policy.
+    page = root / "feedback" / "mallory" / name / f"{name}.html"
+    forged = page.with_name("forged.html")
+    script = script_for("past_the_cleaning")
+    forged.write_text(
+        page.read_text().replace(
+            "</body>", f'<script>{script}</script><img src=x onerror="{script}"></body>'
+        )
+    )
+    assert _look(tab, forged.as_uri())["ran"] == []
+    # Nothing lost: the hand-in on disk is as handed in, script and all.
+    handed_in = (inbox / "mallory.ipynb").read_bytes()
+    assert (root / "submitted" / "mallory" / name / f"{name}.ipynb").read_bytes() == handed_in
+    assert b"<script>" in handed_in

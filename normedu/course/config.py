@@ -155,6 +155,11 @@ class Course:
         # ... and Formgrader's "Generate Feedback" (and stock `nbgrader generate_feedback`)
         # finish each page as `normedu feedback` does: status box, offline math.
         c.GenerateFeedback.post_convert_hook = FEEDBACK_HOOK
+        # Every HTML view of a hand-in (Formgrader's grading view, feedback pages) shows it
+        # inert: no script of the student's runs there (normedu.course.inert says how).
+        c.HTMLExporter.sanitize_html = True
+        c.HTMLExporter.filters = dict(INERT_FILTERS)
+        c.HTMLExporter.preprocessors = [INERT_PREPROCESSOR]
         # Formgrader's "Autograde" button (and stock `nbgrader autograde`) would run student
         # code unconfined on this server: they refuse and name `normedu autograde`, which sets
         # its own steps (the sandboxed worker's notebook replayed into nbgrader).
@@ -187,6 +192,14 @@ FEEDBACK_PREPROCESSORS = (
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 )
 
+
+#: nbconvert's template filters replaced by the inert ones (import paths: stays light).
+INERT_FILTERS = {
+    "clean_html": "normedu.course.inert.clean_html_filter",
+    "markdown2html": "normedu.course.inert.InertMarkdown",
+}
+#: Run first by every HTMLExporter of the course: outputs cleaned, one line says what went.
+INERT_PREPROCESSOR = "normedu.course.inert.InertHandIn"
 
 #: Run by nbgrader after each student's feedback pages (an import path: stays light).
 FEEDBACK_HOOK = "normedu.course.feedback.formgrader_hook"

@@ -8,6 +8,11 @@ hidden tests to ``ename: evalue`` (a traceback quotes the failing source line, w
 reveal the hidden test), then nbgrader's ``ClearHiddenTests`` removes the hidden regions from
 the shown source. Every page then gets a banner with the submission's status and
 notes; a submission that could not be graded gets a page that says why.
+
+The pages show the hand-in inert (:mod:`normedu.course.inert`, set on nbgrader's
+``HTMLExporter`` by the course configuration: no student script, one line saying what was
+left out), and each carries a Content-Security-Policy whose nonce only the page's own MathJax
+scripts hold (:func:`_with_policy`).
 """
 
 from __future__ import annotations
@@ -29,22 +34,46 @@ _TOC_ENTRY = re.compile(r'<a href="#(?P<id>[^"]+)">Test cell</a>')
 MATHJAX_DIR = "_mathjax"
 
 
-def _offline_math(text: str, course: Course) -> str:
+def _offline_math(text: str, course: Course, nonce: str) -> str:
     """Load the course's vendored MathJax 3 (``assets/mathjax``, copied once to
-    ``feedback/_mathjax``) instead of nbgrader's CDN MathJax 2, so math renders offline."""
+    ``feedback/_mathjax``) instead of nbgrader's CDN MathJax 2, so math renders offline; its
+    scripts carry the page's ``nonce`` (the page's policy runs no other script). MathJax's
+    ``ui/safe`` extension keeps ``\\href{javascript:...}`` in a formula from making a link."""
     vendored = course.root / "assets" / "mathjax"
     if not (vendored / "tex-mml-chtml.js").is_file():
-        return text  # a course without the vendored copy keeps nbgrader's CDN link
+        # A course without the vendored copy keeps nbgrader's CDN MathJax, whose two scripts
+        # (in the template's head, before any hand-in content) get the nonce.
+        return _MATHJAX_BLOCK.sub(
+            lambda m: m.group(0).replace("<script", f'<script nonce="{nonce}"'), text, count=1
+        )
     target = course.root / course.feedback / MATHJAX_DIR
     if not (target / "tex-mml-chtml.js").is_file():
         shutil.copytree(vendored, target, dirs_exist_ok=True)
     # feedback/<student>/<assignment>/<notebook>.html -> feedback/_mathjax/
     script = (
-        "<script>window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], "
-        "processEscapes: true}};</script>\n"
-        f'<script defer src="../../{MATHJAX_DIR}/tex-mml-chtml.js"></script>'
+        f'<script nonce="{nonce}">window.MathJax = {{loader: {{load: ["ui/safe"]}}, '
+        "tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']], processEscapes: true}};</script>\n"
+        f'<script nonce="{nonce}" defer src="../../{MATHJAX_DIR}/tex-mml-chtml.js"></script>'
     )
     return _MATHJAX_BLOCK.sub(lambda _: script, text, count=1)
+
+
+_HEAD = re.compile(r"<head[^>]*>", re.I)
+
+
+def _with_policy(text: str, course: Course | None) -> str:
+    """The page with its Content-Security-Policy (:func:`normedu.course.inert.csp`) first in
+    its head, and its own scripts (MathJax, when ``course`` is given) allowed by nonce."""
+    from .inert import csp, page_nonce  # bleach and nbconvert: only when a page is written
+
+    nonce = page_nonce(text)
+    if course is not None:
+        text = _offline_math(text, course, nonce)
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{csp(nonce)}">'
+    head = _HEAD.search(text)
+    if head is None:
+        raise ValueError("feedback page without a <head>: cannot set its security policy")
+    return text[: head.end()] + "\n" + meta + text[head.end() :]
 
 
 def _test_labels(course: Course, assignment: str, notebook: str) -> dict[str, str]:
@@ -101,13 +130,13 @@ def _banner(verdict: st.Verdict) -> str:
 def _finish(course: Course, text: str, verdict: st.Verdict | None, labels: dict) -> str:
     """nbgrader's feedback page made normedu's: offline math, named tests, wrapped output
     lines and the status box (none without a verdict: a page of a stock nbgrader grade)."""
-    text = _name_tests(_offline_math(text, course), labels)
+    text = _name_tests(text, labels)
     text = text.replace("</head>", WRAP_STYLE + "</head>", 1)
     head, sep, tail = text.partition("<body")
     if sep and verdict is not None:
         close = tail.index(">") + 1
         text = head + sep + tail[:close] + _banner(verdict) + tail[close:]
-    return text
+    return _with_policy(text, course)
 
 
 def formgrader_hook(assignment: str, student: str, notebooks: list[str]) -> None:
@@ -128,13 +157,14 @@ def formgrader_hook(assignment: str, student: str, notebooks: list[str]) -> None
 
 
 def _ungradable_page(verdict: st.Verdict, assignment: str) -> str:
-    return (
+    return _with_policy(
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(assignment)}: feedback"
         f"</title></head><body><h1>{html.escape(assignment)}</h1>"
         "<p>Your submission could not be graded. Nothing in it was run.</p>"
         f"{_banner(verdict)}<p>Hand in the notebook file (<code>.ipynb</code>) of this assignment, "
-        "saved from Jupyter.</p></body></html>"
+        "saved from Jupyter.</p></body></html>",
+        None,
     )
 
 
