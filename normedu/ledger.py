@@ -98,7 +98,8 @@ THIS_COURSE = "this course"
 
 
 def bib_entries(path: Path | None = None) -> tuple[tuple[str, str, str, str], ...]:
-    """``(key, first author's surname, year, venue text)`` of every entry of a BibTeX file.
+    """``(key, first author's surname, year, venue text)`` of every entry of a BibTeX file
+    (the year's digits: "2016" for an entry's "2016a").
 
     The venue text joins booktitle, journal, title and howpublished, for :func:`link_author_year`
     to check a venue named in a source. ``path`` defaults to :func:`bibliography`; a missing
@@ -134,7 +135,10 @@ def _parse_bib(path: Path) -> tuple[tuple[str, str, str, str], ...]:
         venue = " ".join(
             fields.get(k, "") for k in ("booktitle", "journal", "title", "howpublished")
         )
-        out.append((m.group(1), surname, fields.get("year", ""), venue))
+        # "2016a": the letter tells two entries of one author and year apart in the rendered
+        # citations; a mention ("He et al., 2016") names the year alone.
+        year = re.match(r"\d*", fields.get("year", "")).group()
+        out.append((m.group(1), surname, year, venue))
     return tuple(out)
 
 

@@ -120,7 +120,7 @@ def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
         G.SIZES,
         "cpu",
         G.HighwaySize(
-            depth=4, d_model=16, n_heads=2, batch=4, n_items=3, vocab=10, seeds=1, threads=1
+            depth=4, d_model=16, n_heads=2, batch=4, n_items=3, vocab=10, seeds=2, threads=1
         ),
     )
     for fn in (E.init_grad_norms, E.train_stability, G.highway_grid):
@@ -174,6 +174,21 @@ def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
     ):
         assert by_id[cid].verdict == "confirmed", by_id[cid]
     assert "4 layers" in by_id["jacobian.orders_of_magnitude"].measured
+    # The SGD claims rest on every seed: 5% off the prediction on none (confirmed) or on all
+    # (not reproduced) decides the verdict whatever the rule's mean and error say.
+    for cid, name, off in (
+        ("jacobian.equilibrium", "gap %", lambda v: abs(v) / 100),
+        ("jacobian.angular_update", "turn / √(2ηλ)", lambda v: abs(v - 1)),
+    ):
+        c = by_id[cid]
+        offs = [off(v) for v in c.per_seed[name]]
+        assert len(offs) == V.SEEDS and c.quote and "wan2021spherical" in c.source
+        if all(x < 0.05 for x in offs):
+            assert c.verdict == "confirmed", c
+        elif all(x > 0.05 for x in offs):
+            assert c.verdict == "not reproduced", c
+    assert by_id["jacobian.xiong_last_ffn"].verdict == "cited"
+    assert by_id["jacobian.scale_invariance"].quote
 
 
 def test_collect_renders_whatever_is_registered(tmp_path):

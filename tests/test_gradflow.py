@@ -148,7 +148,7 @@ def test_highway_grid_small(monkeypatch):
         G.SIZES,
         "cpu",
         G.HighwaySize(
-            depth=6, d_model=16, n_heads=2, batch=4, n_items=3, vocab=10, seeds=1, threads=1
+            depth=6, d_model=16, n_heads=2, batch=4, n_items=3, vocab=10, seeds=2, threads=1
         ),
     )
     G.highway_grid.cache_clear()
@@ -156,6 +156,11 @@ def test_highway_grid_small(monkeypatch):
         grid = G.highway_grid("cpu")
         assert set(grid.norms) == {k for k, _, _ in G.GRID}
         assert all(len(v) == 6 for v in grid.norms.values())
+        # each seed's profile is kept, and the plotted profile is their mean
+        for key, profiles in grid.per_seed.items():
+            assert np.shape(profiles) == (2, 6) and profiles[0] != profiles[1]
+            np.testing.assert_allclose(grid.norms[key], np.mean(profiles, axis=0))
+            assert grid.seed_spreads(key) == [max(p) / min(p) for p in profiles]
         # the unnormalized, residual-free stack has the widest spread
         assert grid.spread("no norm, no residual") > grid.spread("layernorm+residual")
         again = G.HighwayGrid.from_json(grid.to_json())

@@ -22,13 +22,13 @@ BIB = """
   author = {He, Kaiming and Zhang, Xiangyu},
   title = {Deep Residual Learning},
   booktitle = {Proceedings of CVPR},
-  year = {2016}
+  year = {2016a}
 }
 @inproceedings{he2016identity,
   author = {He, Kaiming and Zhang, Xiangyu},
   title = {Identity Mappings},
   booktitle = {European Conference on Computer Vision (ECCV)},
-  year = {2016}
+  year = {2016b}
 }
 @misc{touvron2023a, author = {Touvron, Hugo and others}, title = {{LLaMA}}, year = {2023}}
 @misc{touvron2023b, author = {Touvron, Hugo and others}, title = {Llama 2}, year = {2023}}
@@ -62,6 +62,8 @@ def test_bib_entries_read_key_surname_year(bib):
     got = {k: (s, y) for k, s, y, _ in ledger.bib_entries(bib)}
     assert got["he2015delving"] == ("He", "2015")
     assert got["gemma2024"] == ("Gemma Team", "2024")
+    # The letter that sets two citations of one author and year apart is not part of the year.
+    assert got["he2016deep"] == got["he2016identity"] == ("He", "2016")
 
 
 @pytest.mark.parametrize(

@@ -79,3 +79,37 @@ def test_train_follows_the_norm_identity_and_grows_without_decay():
     # With g ⟂ W the step (1 − ηλ)W − ηg turns W by atan(η‖g‖ / ((1 − ηλ)‖W‖)).
     expected = np.arctan(0.5 * decay["grad_norm"] / ((1 - 0.5 * 0.1) * decay["norm"]))
     np.testing.assert_allclose(decay["turn"], expected, rtol=1e-4)
+
+
+def test_runs_side_by_side_match_one_network_trained_alone():
+    # Reference: the nn.Sequential of V.model, its own autograd and a written-out SGD step,
+    # on the batches the seed's generator draws (the reshuffle at the end of a pass included).
+    from normedu import seeding
+    from normedu.data import digits
+
+    lr, steps, batch = 0.5, 4, 600  # 1 347 training digits: two batches, then a reshuffle
+    got = V.train_many(lr, (0.0, 0.1), steps, hidden=8, batch=batch, seeds=(2, 1))
+    data = digits()
+    x, y = data.x_train.double(), data.y_train
+    for run, wd, seed in zip(got, (0.0, 0.1), (2, 1), strict=True):
+        net = V.model(8, seed)
+        gen = seeding.generator(seed)
+        perm, pos, norms, losses = torch.randperm(len(x), generator=gen), 0, [], []
+        for _ in range(steps):
+            if pos + batch > len(x):
+                perm, pos = torch.randperm(len(x), generator=gen), 0
+            idx = perm[pos : pos + batch]
+            pos += batch
+            net.zero_grad()
+            loss = F.cross_entropy(net(x[idx]), y[idx])
+            loss.backward()
+            norms.append(float(net[0].weight.detach().norm()))
+            losses.append(loss.item())
+            with torch.no_grad():
+                for p in net.parameters():
+                    p -= lr * (p.grad + (wd * p if p is net[0].weight else 0))
+        np.testing.assert_allclose(run["norm"], norms, rtol=1e-12)
+        np.testing.assert_allclose(run["loss"], losses, rtol=1e-12)
+        assert run["final_norm"] == pytest.approx(float(net[0].weight.detach().norm()), rel=1e-12)
+    with pytest.raises(ValueError, match="one weight decay per seed"):
+        V.train_many(lr, (0.0,), 1, seeds=(0, 1))

@@ -14,7 +14,7 @@ The grid is a scale experiment (``SIZES``); the other two are exact and tiny.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -213,10 +213,11 @@ class HighwaySize:
 
 SIZES: dict[str, HighwaySize] = {
     "cpu": HighwaySize(
-        depth=24, d_model=64, n_heads=4, batch=16, n_items=6, vocab=16, seeds=2, threads=1
+        depth=24, d_model=64, n_heads=4, batch=16, n_items=6, vocab=16, seeds=5, threads=1
     ),
     # Sized for a short GPU lease: building each model (seeded CPU init) dominates the time.
-    "cuda": HighwaySize(depth=48, d_model=512, n_heads=8, batch=64, n_items=16, vocab=64, seeds=2),
+    # (The stored run of 2026-11-29 predates seeds=5: it holds the mean over seeds 0 and 1.)
+    "cuda": HighwaySize(depth=48, d_model=512, n_heads=8, batch=64, n_items=16, vocab=64, seeds=5),
 }
 
 #: The four cells: (key, norm, residual).
@@ -231,15 +232,29 @@ GRID = (
 @dataclass
 class HighwayGrid:
     """``norms[key]``: gradient norm w.r.t. each block's output (L,), block 0 first, mean
-    over seeds, for the keys of :data:`GRID` (Pre-Norm placement where a norm is present)."""
+    over seeds, for the keys of :data:`GRID` (Pre-Norm placement where a norm is present).
+    ``per_seed[key]``: the same for each seed, (seeds, L), seeds in order (empty in results
+    stored before it was kept)."""
 
     depth: int
     d_model: int
     norms: dict[str, list[float]]
+    per_seed: dict[str, list[list[float]]] = field(default_factory=dict)
 
     def spread(self, key: str) -> float:
-        arr = np.asarray(self.norms[key])
-        return float(arr.max() / arr.min()) if arr.min() > 0 else float("inf")
+        """max/min over the blocks of the mean profile."""
+        return _spread(self.norms[key])
+
+    def seed_spreads(self, key: str) -> list[float]:
+        """max/min over the blocks of each seed's profile (empty without per-seed data)."""
+        return [_spread(v) for v in self.per_seed.get(key, [])]
+
+    def factors(self, key: str) -> np.ndarray:
+        """(L − 1,): the factor by which the mean gradient norm changes from one block's
+        output to the previous block's, ``norms[k] / norms[k + 1]`` (above 1: it grows on its
+        way back toward the input)."""
+        v = np.asarray(self.norms[key])
+        return v[:-1] / v[1:]
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -247,6 +262,11 @@ class HighwayGrid:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> HighwayGrid:
         return cls(**data)
+
+
+def _spread(values) -> float:
+    arr = np.asarray(values)
+    return float(arr.max() / arr.min()) if arr.min() > 0 else float("inf")
 
 
 def highway_grid(preset: str | None = None) -> HighwayGrid:
@@ -267,10 +287,11 @@ def _highway_grid(preset: str) -> HighwayGrid:
     device = pick_device("cuda" if preset == "cuda" else "cpu")
     t = seq_len("reverse", size.n_items)
     out: dict[str, list[float]] = {}
+    per_seed: dict[str, list[list[float]]] = {}
     with threads(size.threads):
         for key, norm, residual in GRID:
-            acc = np.zeros(size.depth)
-            for seed in range(size.seeds):
+            profiles = []
+            for seed in seeding.seeds(size.seeds):
                 cfg = GPTConfig(
                     vocab=size.vocab,
                     d_model=size.d_model,
@@ -289,9 +310,10 @@ def _highway_grid(preset: str) -> HighwayGrid:
                 prof = gradient_profile(
                     model, model.layers(), lambda m, b=b: lm_loss(m(b.x), b), kind="output"
                 )
-                acc += prof.norms
-            out[key] = (acc / size.seeds).tolist()
-    return HighwayGrid(size.depth, size.d_model, out)
+                profiles.append(np.asarray(prof.norms, dtype=float).tolist())
+            per_seed[key] = profiles
+            out[key] = np.mean(profiles, axis=0).tolist()
+    return HighwayGrid(size.depth, size.d_model, out, per_seed)
 
 
 highway_grid.cache_clear = _highway_grid.cache_clear  # type: ignore[attr-defined]

@@ -10,8 +10,10 @@ coupled form, ``W <- (1 − ηλ) W − η g``) then gives, exactly, ::
 whose fixed point is ``‖W*‖⁴ = η c² / (λ (2 − ηλ))`` (≈ ``η c² / (2λ)`` to first order in
 ηλ); without decay the norm only grows. :func:`train` measures ``‖W‖``, the cosine between
 ``W`` and its gradient, ``c`` and the effective learning rate ``η / ‖W‖²`` over a few hundred
-plain-SGD steps on the digits; :func:`runs` does it with and without decay and plugs the
-measured ``c`` into :func:`equilibrium_norm`. float64 throughout, seeded.
+plain-SGD steps on the digits; :func:`runs` does it with and without decay on several seeds
+and plugs each run's measured ``c`` into :func:`equilibrium_norm` (:func:`window_stats`).
+float64 throughout, seeded. The equilibrium and the angular update √(2ηλ) per step are
+Wan et al.'s Spherical Motion Dynamics (NeurIPS 2021), here without momentum.
 """
 
 from __future__ import annotations
@@ -26,7 +28,29 @@ from torch import Tensor, nn
 from .. import seeding
 from ..data import digits
 
-__all__ = ["equilibrium_norm", "norm_recursion", "model", "train", "runs"]
+__all__ = [
+    "STEPS",
+    "SEEDS",
+    "equilibrium_norm",
+    "norm_recursion",
+    "model",
+    "relaxation_steps",
+    "train",
+    "train_many",
+    "window_stats",
+    "runs",
+]
+
+
+#: Training length of the page's runs, and where their equilibrium window starts. With
+#: η = 0.5, λ = 0.01 the norm relaxes toward its equilibrium in about 1/(4ηλ) = 50 steps
+#: (:func:`relaxation_steps`); the window starts after 8 of them and lasts 24, long enough
+#: that one stretch of large gradients does not decide the comparison (a 100-step window,
+#: two relaxation times, put one seed's mean norm 15% off the equilibrium).
+STEPS = 1600
+#: Seeds of every verdict drawn from these runs (the 2 x 5 runs, side by side in
+#: :func:`train_many`, cost about 5 CPU-s together).
+SEEDS = 5
 
 
 def equilibrium_norm(lr: float, wd: float, c: float, first_order: bool = False) -> float:
@@ -69,22 +93,10 @@ def model(hidden: int = 32, seed: int = 0) -> nn.Sequential:
     ).double()
 
 
-@torch.no_grad()
-def _sgd_step(w: Tensor, rest: list[Tensor], lr: float, wd: float) -> None:
-    """``torch.optim.SGD`` without momentum, weight decay ``wd`` on ``w`` only, written out:
-    the same operations in the same order (g + λW, then W - η(g + λW)), so the same bits.
-    Written out because constructing a ``torch.optim`` optimizer imports ``torch._dynamo``
-    (and sympy) on first use: 1.5 to 3 CPU-s in a fresh kernel, for a two-line update."""
-    w.add_(w.grad.add(w, alpha=wd), alpha=-lr)
-    for p in rest:
-        p.add_(p.grad, alpha=-lr)
-
-
-@lru_cache(maxsize=8)
 def train(
     lr: float = 0.5,
     wd: float = 0.0,
-    steps: int = 400,
+    steps: int = STEPS,
     hidden: int = 32,
     batch: int = 64,
     seed: int = 0,
@@ -97,77 +109,199 @@ def train(
     (‖g‖ · ‖W‖), ``eff_lr`` (η / ‖W‖²), ``loss``, ``turn`` (the angle in radians between W
     before and after the step's update); plus ``final_norm``, ``test_acc``,
     ``step_residual`` (largest relative gap between the measured ‖W_{t+1}‖² and
-    (1 − ηλ)² ‖W_t‖² + η² ‖g_t‖²) and the settings.
+    (1 − ηλ)² ‖W_t‖² + η² ‖g_t‖²) and the settings. One run of :func:`train_many`.
     """
+    return train_many(lr, (wd,), steps, hidden, batch, (seed,))[0]
+
+
+@lru_cache(maxsize=16)  # the page's runs, and a try-it's
+def train_many(
+    lr: float,
+    wds: tuple[float, ...],
+    steps: int = STEPS,
+    hidden: int = 32,
+    batch: int = 64,
+    seeds: tuple[int, ...] = (0,),
+) -> tuple[dict, ...]:
+    """Several :func:`train` runs side by side, run ``r`` with weight decay ``wds[r]`` from
+    :func:`model` ``(hidden, seeds[r])``, its batches drawn in the order of ``seeds[r]``.
+
+    The runs are independent (each loss is its own batch's mean, summed: the gradient of one
+    run's weights is its own loss's), stacked along a leading run axis R so that one step of
+    all of them costs little more than one step of one: (R, B, 64) inputs, (R, H, 64) first
+    weights, per-run LayerNorm affine (R, 1, H) and last layer (R, 10, H). The update is
+    ``torch.optim.SGD``'s without momentum, written out (constructing an optimizer imports
+    ``torch._dynamo``: 1.5 to 3 CPU-s in a fresh kernel): W ← W − η(g + λW) for the first
+    layer, p ← p − η g for the others. Returns one :func:`train` dict per run.
+    """
+    if len(wds) != len(seeds):
+        raise ValueError(f"one weight decay per seed, got {len(wds)} and {len(seeds)}")
     data = digits()
     x, y = data.x_train.double(), data.y_train
-    net = model(hidden, seed)
-    w = net[0].weight
-    rest = [p for p in net.parameters() if p is not w]
-    gen = seeding.generator(seed)
-    rec = {k: np.empty(steps) for k in ("norm", "grad_norm", "cos", "loss", "turn")}
-    perm, pos = torch.randperm(len(x), generator=gen), 0
+    nets = [model(hidden, s) for s in seeds]
+    eps = nets[0][1].eps
+
+    def stack(i: int, name: str, mid: bool = False) -> Tensor:
+        t = torch.stack([getattr(n[i], name).detach() for n in nets])
+        return (t[:, None, :] if mid else t).clone().requires_grad_(True)
+
+    w = stack(0, "weight")  # (R, H, 64)
+    rest = [stack(1, "weight", True), stack(1, "bias", True), stack(3, "weight")]
+    rest.append(stack(3, "bias", True))  # (R, 1, H) twice, (R, 10, H), (R, 1, 10)
+    decay = torch.tensor(wds, dtype=torch.float64)[:, None, None]
+
+    def forward(xb: Tensor) -> Tensor:  # (R, N, 64) or (N, 64) -> (R, N, 10)
+        gamma, beta, w2, b2 = rest
+        h = F.layer_norm(xb @ w.transpose(1, 2), (hidden,), eps=eps) * gamma + beta
+        return torch.relu(h) @ w2.transpose(1, 2) + b2
+
+    runs, n = len(seeds), len(x)
+    gens = {s: seeding.generator(s) for s in set(seeds)}
+    perms = {s: torch.randperm(n, generator=g) for s, g in gens.items()}
+    rec = {k: np.empty((runs, steps)) for k in ("norm", "grad_norm", "cos", "loss", "turn")}
+    pos = 0
     for t in range(steps):
-        if pos + batch > len(x):
-            perm, pos = torch.randperm(len(x), generator=gen), 0
-        idx = perm[pos : pos + batch]
+        if pos + batch > n:  # every run reshuffles at the same step: same batch size
+            perms, pos = {s: torch.randperm(n, generator=g) for s, g in gens.items()}, 0
+        idx = torch.stack([perms[s][pos : pos + batch] for s in seeds])  # (R, B)
         pos += batch
-        loss = F.cross_entropy(net(x[idx]), y[idx])
-        net.zero_grad()
-        loss.backward()
-        wn, gn = float(w.detach().norm()), float(w.grad.norm())
-        rec["norm"][t], rec["grad_norm"][t], rec["loss"][t] = wn, gn, loss.item()
-        rec["cos"][t] = float((w.detach() * w.grad).sum()) / (wn * gn)
-        before = w.detach() / wn
-        _sgd_step(w, rest, lr, wd)
-        # The angle from the chord between unit vectors: accurate for small turns, where
-        # arccos of a cosine near 1 loses half the digits.
-        chord = float((w.detach() / w.detach().norm() - before).norm())
-        rec["turn"][t] = 2 * np.arcsin(min(chord / 2, 1.0))
-    final = float(w.detach().norm())
-    after = np.append(rec["norm"][1:], final) ** 2
-    predicted = (1 - lr * wd) ** 2 * rec["norm"] ** 2 + lr**2 * rec["grad_norm"] ** 2
+        logits = forward(x[idx])
+        loss = F.cross_entropy(logits.reshape(-1, 10), y[idx].reshape(-1), reduction="none")
+        loss = loss.reshape(runs, batch).mean(1)  # (R,)
+        for p in (w, *rest):
+            p.grad = None
+        loss.sum().backward()
+        with torch.no_grad():
+            wn, gn = w.norm(dim=(1, 2)), w.grad.norm(dim=(1, 2))
+            rec["norm"][:, t], rec["grad_norm"][:, t] = wn.numpy(), gn.numpy()
+            rec["loss"][:, t] = loss.numpy()
+            rec["cos"][:, t] = ((w * w.grad).sum((1, 2)) / (wn * gn)).numpy()
+            before = w / wn[:, None, None]
+            w.sub_(lr * (w.grad + decay * w))
+            for p in rest:
+                p.sub_(lr * p.grad)
+            # The angle from the chord between unit vectors: accurate for small turns, where
+            # arccos of a cosine near 1 loses half the digits.
+            chord = (w / w.norm(dim=(1, 2))[:, None, None] - before).norm(dim=(1, 2))
+            rec["turn"][:, t] = 2 * np.arcsin(np.minimum(chord.numpy() / 2, 1.0))
     with torch.no_grad():
-        acc = float((net(data.x_test.double()).argmax(1) == data.y_test).double().mean())
+        final = w.norm(dim=(1, 2)).numpy()
+        pred = forward(data.x_test.double()[None]).argmax(-1)  # (R, N_test)
+        acc = (pred == data.y_test).double().mean(1).numpy()
+    out = []
+    for r, wd in enumerate(wds):
+        one = {k: v[r].copy() for k, v in rec.items()}
+        after = np.append(one["norm"][1:], final[r]) ** 2
+        predicted = (1 - lr * wd) ** 2 * one["norm"] ** 2 + lr**2 * one["grad_norm"] ** 2
+        out.append(
+            {
+                **one,
+                "c": one["norm"] * one["grad_norm"],
+                "eff_lr": lr / one["norm"] ** 2,
+                "final_norm": float(final[r]),
+                "test_acc": float(acc[r]),
+                "step_residual": float(np.max(np.abs(after - predicted) / after)),
+                "lr": lr,
+                "wd": wd,
+                "steps": steps,
+            }
+        )
+    return tuple(out)
+
+
+def relaxation_steps(lr: float, wd: float) -> float:
+    """1/(4ηλ): the number of steps in which a deviation of ‖W‖² from its equilibrium shrinks
+    by a factor e (the recursion's slope at its fixed point is ≈ 1 − 4ηλ)."""
+    return 1.0 / (4 * lr * wd)
+
+
+def window_stats(plain: dict, decay: dict, start: int) -> dict:
+    """One seed's summary over steps ``start`` to the end of two :func:`train` runs (same
+    seed and length, without and with decay).
+
+    Keys: ``c_rms`` (root mean square of the decay run's c, which takes c's place in the
+    equilibrium), ``measured`` (its mean ‖W‖), ``predicted`` and ``predicted_first_order``
+    (:func:`equilibrium_norm` of ``c_rms``), ``gap`` (measured / predicted − 1), ``turn``
+    (``{"plain", "decay"}``: rms rotation per step, radians), ``eff_lr`` (the decay run's
+    mean η/‖W‖²), ``c_median``, ``c_max``, ``c_near`` (share of the decay run's steps whose c
+    lies within ±25% of its median), ``c_plain_early``/``c_plain`` (the plain run's rms c
+    over the steps before ``start`` and over the window), ``loss`` (``{"plain", "decay"}``:
+    mean training loss over the last two quarters of the run, ``(third, fourth)``),
+    ``test_acc`` (``{"plain", "decay"}``), ``grew`` (the plain run's norm rose at every
+    step), ``cos_max`` (largest |cos(W, g)| of either run), ``step_residual`` (the larger of the
+    two runs'), ``norm_first`` (‖W‖ at step 0), ``plain_final`` (the plain run's last ‖W‖) and
+    ``plain_eff_lr_fall`` (its η/‖W‖² at the first step over the last).
+    """
+    w = slice(start, None)
+    lr, wd = decay["lr"], decay["wd"]
+    c = decay["c"][w]
+    c_rms = float(np.sqrt(np.mean(c**2)))
+    predicted = equilibrium_norm(lr, wd, c_rms)
+    measured = float(np.mean(decay["norm"][w]))
+    median = float(np.median(c))
+    n = len(decay["loss"])
+    q3, q4 = slice(n // 2, 3 * n // 4), slice(3 * n // 4, None)
     return {
-        **rec,
-        "c": rec["norm"] * rec["grad_norm"],
-        "eff_lr": lr / rec["norm"] ** 2,
-        "final_norm": final,
-        "test_acc": acc,
-        "step_residual": float(np.max(np.abs(after - predicted) / after)),
-        "lr": lr,
-        "wd": wd,
-        "steps": steps,
+        "c_rms": c_rms,
+        "measured": measured,
+        "predicted": predicted,
+        "predicted_first_order": equilibrium_norm(lr, wd, c_rms, first_order=True),
+        "gap": measured / predicted - 1,
+        "turn": {
+            k: float(np.sqrt(np.mean(r["turn"][w] ** 2)))
+            for k, r in (("plain", plain), ("decay", decay))
+        },
+        "eff_lr": float(np.mean(decay["eff_lr"][w])),
+        "c_median": median,
+        "c_max": float(c.max()),
+        "c_near": float(np.mean(np.abs(c / median - 1) <= 0.25)),
+        "c_plain_early": float(np.sqrt(np.mean(plain["c"][:start] ** 2))),
+        "c_plain": float(np.sqrt(np.mean(plain["c"][w] ** 2))),
+        "loss": {
+            k: (float(np.mean(r["loss"][q3])), float(np.mean(r["loss"][q4])))
+            for k, r in (("plain", plain), ("decay", decay))
+        },
+        "test_acc": {"plain": plain["test_acc"], "decay": decay["test_acc"]},
+        "cos_max": float(max(np.abs(plain["cos"]).max(), np.abs(decay["cos"]).max())),
+        "step_residual": max(plain["step_residual"], decay["step_residual"]),
+        "norm_first": float(plain["norm"][0]),
+        "plain_final": plain["final_norm"],
+        "plain_eff_lr_fall": float(plain["eff_lr"][0] / plain["eff_lr"][-1]),
+        "grew": bool(np.all(np.diff(np.append(plain["norm"], plain["final_norm"])) > 0)),
     }
 
 
-def runs(lr: float = 0.5, wd: float = 0.01, steps: int = 400) -> dict:
-    """:func:`train` without (``"plain"``) and with (``"decay"``) weight decay, and the theory.
+def runs(lr: float = 0.5, wd: float = 0.01, steps: int = STEPS, seeds: int = SEEDS) -> dict:
+    """:func:`train` without (``"plain"``) and with (``"decay"``) weight decay on ``seeds``
+    seeds, and the theory.
 
-    The equilibrium uses the root mean square of the measured ``c`` over the decay run's last
-    quarter (``"c_rms"``); ``"measured"`` is the mean ‖W‖ over the same steps, ``"predicted"``
-    and ``"predicted_first_order"`` come from :func:`equilibrium_norm`, and
-    ``"angular_step"`` is √(2ηλ), the rotation per step at equilibrium (radians), and
-    ``"turn_rms"`` (``{"plain", "decay"}``) the measured root mean square of each run's
-    per-step rotation over the same steps.
+    The equilibrium window is the last three quarters of the run (from ``"tail_start"`` =
+    ``steps // 4``). ``"per_seed"``: one :func:`window_stats` dict per seed, in seed order
+    (``"seeds"``). ``"plain"`` and ``"decay"`` are the first seed's two runs (the figure's),
+    and ``"c_rms"``, ``"measured"``, ``"predicted"``, ``"predicted_first_order"`` and
+    ``"turn_rms"`` its window values; ``"angular_step"`` is √(2ηλ), the rotation per step at
+    equilibrium (radians).
     """
-    plain, decay = train(lr, 0.0, steps), train(lr, wd, steps)
-    tail = slice(3 * steps // 4, None)
-    c_rms = float(np.sqrt(np.mean(decay["c"][tail] ** 2)))
+    start = steps // 4
+    seed_list = seeding.seeds(seeds)
+    both = train_many(lr, (0.0,) * seeds + (wd,) * seeds, steps, seeds=seed_list * 2)
+    pairs = list(zip(both[:seeds], both[seeds:], strict=True))
+    per_seed = [window_stats(p, d, start) for p, d in pairs]
+    first = per_seed[0]
     return {
-        "plain": plain,
-        "decay": decay,
+        "plain": pairs[0][0],
+        "decay": pairs[0][1],
         "lr": lr,
         "wd": wd,
-        "tail_start": 3 * steps // 4,
-        "c_rms": c_rms,
-        "measured": float(np.mean(decay["norm"][tail])),
-        "predicted": equilibrium_norm(lr, wd, c_rms),
-        "predicted_first_order": equilibrium_norm(lr, wd, c_rms, first_order=True),
+        "steps": steps,
+        "seeds": seed_list,
+        "tail_start": start,
+        "relaxation": relaxation_steps(lr, wd),
+        "per_seed": per_seed,
+        "c_rms": first["c_rms"],
+        "measured": first["measured"],
+        "predicted": first["predicted"],
+        "predicted_first_order": first["predicted_first_order"],
         "angular_step": float(np.sqrt(2 * lr * wd)),
-        "turn_rms": {
-            k: float(np.sqrt(np.mean(r["turn"][tail] ** 2)))
-            for k, r in (("plain", plain), ("decay", decay))
-        },
+        "turn_rms": first["turn"],
     }
