@@ -82,6 +82,17 @@ def _fresh_env(where: Path) -> Path:
     return python
 
 
+#: NumPy only, so that the answer policy lets it run (``os._exit`` would be refused first): a
+#: read 1 TiB past a one-element array, which kills the kernel with SIGSEGV.
+CRASH = "\nnp.lib.stride_tricks.as_strided(np.zeros(1), shape=(2,), strides=(2**40,))[1]\n"
+
+
+def _crashing(nb):
+    (first, *_) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    first.source += CRASH
+    return nb
+
+
 def _hand_ins(src, rel) -> dict[str, dict[str, bytes]]:
     """``{student: {file name: bytes}}``: what each student uploads to Gradescope."""
     from normedu.course.cohort import attack, submission
@@ -96,7 +107,7 @@ def _hand_ins(src, rel) -> dict[str, dict[str, bytes]]:
         "stub": {name: nb_bytes(submission(src, rel, "stub"))},
         "attack": {name: nb_bytes(attack(src, rel, "monkeypatch"))},
         "renamed": {"my_jacobian (1).ipynb": nb_bytes(submission(src, rel, "correct"))},
-        "dies": {name: nb_bytes(submission(src, rel, "exit"))},
+        "dies": {name: nb_bytes(_crashing(submission(src, rel, "correct")))},
         "badjson": {name: submission(src, rel, "corrupt")},
         "otherassign": {name: (REPO / "exercises" / "layernorm" / "layernorm.ipynb").read_bytes()},
     }
@@ -243,9 +254,12 @@ def test_students_read_the_causes_and_never_the_hidden_tests(harness):
         ).cells
         if "### BEGIN HIDDEN TESTS" in c.source
     ]
+    released = (REPO / "exercises" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text()
+    # Secret: a hidden test's line that the released notebook does not hold anywhere.
     secrets = ["BEGIN HIDDEN TESTS", str(REPO), "site-packages"]
     secrets += [ln.strip() for src in hidden_source for ln in src.splitlines()[1:]]
-    secrets = [s for s in secrets if len(s) > 12 and not s.startswith("#")]
+    secrets = [s for s in secrets if len(s) > 12 and not s.startswith("#") and s not in released]
+    assert any("default_rng(32)" in s for s in secrets)  # the hidden inputs are among them
     for student, result in harness.graded.items():
         shown = json.dumps(result)
         leaked = [s for s in secrets if s in shown]
@@ -270,6 +284,7 @@ def test_hand_ins_that_cannot_be_graded_say_why(harness):
     assert "Status: wrong assignment" in g["otherassign"]["output"]
     assert "another assignment" in g["otherassign"]["output"]
     assert "Status: failed tests" in g["dies"]["output"], g["dies"]
+    assert "the kernel died while running cell" in g["dies"]["output"], g["dies"]
     assert "Status: not attempted" in g["stub"]["output"]
     assert "answer policy" in g["attack"]["output"]
 
@@ -349,6 +364,18 @@ def test_hidden_tests_take_the_visibility_the_instructor_chose():
         assert data["score"] == 1.0
     with pytest.raises(ValueError, match="hidden visibility"):
         Options("a", "a", hidden_visibility="later")
+
+
+def test_setup_installs_torch_only_for_the_assignments_that_load_it():
+    from normedu.course.gradescope import TORCH_INDEX, requirements, setup_script
+
+    for assignment, loads in (("jacobian", False), ("rmsnorm", True)):
+        needs, torch = requirements(REPO / "solutions" / assignment / f"{assignment}.ipynb")
+        assert torch is loads, assignment
+        assert "torch" not in needs and {"numpy", "nbgrader==0.9.6"} <= set(needs)
+        script = setup_script(assignment, "normedu-0.1.0-py3-none-any.whl", torch)
+        assert (f"--index-url {TORCH_INDEX}" in script) is loads
+        assert "--no-deps --no-index" in script  # the wheel alone: its torch dependency unmet
 
 
 def test_the_schema_refuses_what_gradescope_does_not_document():

@@ -105,8 +105,9 @@ echo "$PY" > "$SOURCE/python.txt"
 """
 
 TORCH_LINE = (
-    "# This assignment loads torch: its CPU build, from PyTorch's own index.\n"
-    '"${{PIP[@]}}" --index-url {index} torch\n'
+    "# This assignment loads torch: its CPU build, from PyTorch's own index (its version\n"
+    "# 2.x.y+cpu ranks above PyPI's 2.x.y), torch's dependencies from either index.\n"
+    '"${{PIP[@]}}" --index-url {index} --extra-index-url https://pypi.org/simple torch\n'
 )
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -125,6 +126,20 @@ fault of your submission: tell your instructor." > "$ROOT/results/results.json"
 fi
 exit 0
 """
+
+
+_NAMES = {"root_env": ROOT_ENV, "default_root": DEFAULT_ROOT, "python_env": PYTHON_ENV}
+
+
+def setup_script(assignment: str, wheel: str, torch: bool) -> str:
+    """``setup.sh`` of the zip; ``torch``: the assignment loads torch (its CPU build)."""
+    line = TORCH_LINE.format(index=TORCH_INDEX) if torch else ""
+    return SETUP_SH.format(**_NAMES, assignment=assignment, torch=line, wheel=wheel)
+
+
+def run_script(assignment: str) -> str:
+    """``run_autograder`` of the zip."""
+    return RUN_AUTOGRADER.format(**_NAMES, assignment=assignment)
 
 
 def build_wheel(into: Path) -> Path:
@@ -224,13 +239,9 @@ def build_autograder(
         stage = Path(tmp)
         _stage_course(course, assignment, stage / "course")
         wheel = build_wheel(stage)
-        names = {"root_env": ROOT_ENV, "default_root": DEFAULT_ROOT, "assignment": assignment}
-        torch_line = TORCH_LINE.format(index=TORCH_INDEX) if torch else ""
         files = {
-            "setup.sh": SETUP_SH.format(
-                **names, python_env=PYTHON_ENV, torch=torch_line, wheel=wheel.name
-            ),
-            "run_autograder": RUN_AUTOGRADER.format(**names),
+            "setup.sh": setup_script(assignment, wheel.name, torch),
+            "run_autograder": run_script(assignment),
             "requirements.txt": "".join(n + "\n" for n in needs),
             "constraints.txt": constraints(),
             OPTIONS_FILE: json.dumps(asdict(opts), indent=1) + "\n",
