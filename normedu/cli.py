@@ -361,24 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="when students see the hidden tests' results (Gradescope's visibility; default "
         "%(default)s: once you publish the grades); visible tests are always shown",
     )
-    p.add_argument(
-        "--cell-timeout",
-        type=float,
-        default=CELL_TIMEOUT_S,
-        help="seconds per cell (default %(default)s)",
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=WALL_TIMEOUT_S,
-        help="seconds per submission (default %(default)s); keep it under Gradescope's own limit",
-    )
-    p.add_argument(
-        "--memory-mb",
-        type=int,
-        default=MEMORY_MB,
-        help="kernel address-space cap, 0: none (default %(default)s)",
-    )
+    for flag, kind, default, what in (
+        ("--cell-timeout", float, CELL_TIMEOUT_S, "seconds per cell"),
+        ("--timeout", float, WALL_TIMEOUT_S, "seconds per submission, under Gradescope's limit"),
+        ("--memory-mb", int, MEMORY_MB, "kernel address-space cap, 0: none"),
+    ):
+        p.add_argument(flag, type=kind, default=default, help=what + " (default %(default)s)")
     p.add_argument(
         "--allow-network",
         action="store_true",
