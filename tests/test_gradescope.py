@@ -316,6 +316,22 @@ def test_a_failing_grader_still_writes_a_result(harness, tmp_path):
     assert "FileNotFoundError" in out.stdout  # the traceback, for the instructor's log
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("course")
+def test_student_code_may_read_the_installed_packages_but_not_the_zip(harness):
+    """What a kernel may read (the sandbox's list, computed by the autograder's own Python):
+    the environment setup.sh installed into, never <root>/source (solution, gradebook)."""
+    python = (harness.root / "source" / "python.txt").read_text().strip()
+    code = "import json, normedu.course.sandbox as s; print(json.dumps(s.read_only_paths()))"
+    out = subprocess.run(
+        [python, "-c", code], env=harness.env, capture_output=True, text=True, check=True
+    )
+    readable = [Path(p) for p in json.loads(out.stdout)]
+    source = harness.root / "source"
+    assert Path(python).parent.parent in readable  # the environment itself
+    assert not [p for p in readable if p == source or p in source.parents], readable
+
+
 # -- without the harness -----------------------------------------------------------------------
 def test_the_submission_is_found_whatever_it_is_called(tmp_path):
     def hand_in(*names):
