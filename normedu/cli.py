@@ -3,6 +3,7 @@
     normedu release [A ...] [--check]      solutions/ -> exercises/ (or check they agree)
     normedu collect A INBOX --lms canvas     an LMS download -> submitted/<student>/A/
     normedu autograde A [-j N] [--force]     grade every new or changed submission
+    normedu gradescope A -o autograder.zip   the same grading as a Gradescope autograder
     normedu feedback A                       feedback/<student>/A/A.html, hidden tests hidden
     normedu export A [-o grades.csv]         one row per student, one column per test cell
     normedu export A --lms canvas -o F.csv   the scores in Canvas's gradebook-import format
@@ -115,6 +116,28 @@ def _cmd_autograde(args) -> int:
     for error in report.errors:
         print(f"ERROR: {error}", file=sys.stderr)
     return 1 if report.errors else 0
+
+
+def _cmd_gradescope(args) -> int:
+    from .course.gradescope import build_autograder
+
+    path, opts, torch = build_autograder(
+        _course(args),
+        args.assignment,
+        args.output,
+        hidden_visibility=args.hidden_visibility,
+        cell_timeout=args.cell_timeout,
+        wall_timeout=args.timeout,
+        memory_mb=args.memory_mb,
+        allow_network=args.allow_network,
+    )
+    print(
+        f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB): upload it as the autograder of a "
+        f"Gradescope programming assignment; students submit {opts.notebook}.ipynb. "
+        f"setup.sh installs {'torch (CPU) and ' if torch else ''}the course's wheel; hidden "
+        f"tests are shown {opts.hidden_visibility}. The zip holds the solution: keep it private."
+    )
+    return 0
 
 
 def _cmd_adjust(args) -> int:
@@ -230,6 +253,7 @@ def _cmd_bench(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from .course.autograde import CELL_TIMEOUT_S, MEMORY_MB, WALL_TIMEOUT_S
+    from .course.gradescope import VISIBILITIES
 
     parser = argparse.ArgumentParser(
         prog="normedu",
@@ -332,6 +356,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_autograde)
+
+    p = sub.add_parser(
+        "gradescope",
+        help="build a Gradescope autograder zip that grades as autograde does",
+        description="Write Gradescope's autograder zip of ASSIGNMENT (setup.sh, run_autograder, "
+        "the course's wheel, the assignment and its gradebook). On Gradescope each submission "
+        "is graded by `normedu autograde` itself: same checks, sandbox and messages; one "
+        "Gradescope test per graded cell. The zip holds the solution and hidden tests: keep it "
+        "private. See the instructor guide, section Gradescope.",
+    )
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument(
+        "-o", "--output", default="autograder.zip", help="zip to write (default %(default)s)"
+    )
+    p.add_argument(
+        "--hidden-visibility",
+        choices=VISIBILITIES,
+        default="after_published",
+        help="when students see the hidden tests' results (Gradescope's visibility; default "
+        "%(default)s: once you publish the grades); visible tests are always shown",
+    )
+    for flag, kind, default, what in (
+        ("--cell-timeout", float, CELL_TIMEOUT_S, "seconds per cell"),
+        ("--timeout", float, WALL_TIMEOUT_S, "seconds per submission, under Gradescope's limit"),
+        ("--memory-mb", int, MEMORY_MB, "kernel address-space cap, 0: none"),
+    ):
+        p.add_argument(flag, type=kind, default=default, help=what + " (default %(default)s)")
+    p.add_argument(
+        "--allow-network",
+        action="store_true",
+        help="grade even where Gradescope's container gives kernels no network namespace",
+    )
+    p.set_defaults(func=_cmd_gradescope)
 
     p = sub.add_parser(
         "adjust",

@@ -97,11 +97,16 @@ def test_tampering_detects_edit_and_delete_but_not_answers():
 def test_assignment_mismatch_names_the_other_assignment():
     demo, other = cohort.demo_notebook(), cohort.demo_notebook("other", prefix="other_")
     expected = _expected_from(demo)
-    others = {"other": checks.grade_ids(other)}
+    others = {"other": {"other_center", "other_scale"}}  # its answer cells
     assert checks.assignment_mismatch(demo, expected, others) is None
     assert "assignment 'other'" in checks.assignment_mismatch(other, expected, others)
+    # A cell id that assignments share by convention (a test's) does not make it this one's.
+    other.cells[2].metadata["nbgrader"]["grade_id"] = "test_center"
+    assert "assignment 'other'" in checks.assignment_mismatch(other, expected, others)
     plain = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
-    assert "none of this assignment's cells" in checks.assignment_mismatch(plain, expected, others)
+    assert "none of this assignment's answer cells" in checks.assignment_mismatch(
+        plain, expected, others
+    )
     # ... and the status names it
     assert checks.belongs_to(other, others) == "other"
     assert checks.belongs_to(plain, others) is None

@@ -113,17 +113,24 @@ def grade_ids(nb) -> set[str]:
 
 
 def assignment_mismatch(nb, expected: list[SourceCell], others: dict[str, set[str]]) -> str | None:
-    """None when ``nb`` holds at least one of the assignment's nbgrader cells, else why not.
+    """None when ``nb`` holds at least one of the assignment's answer cells, else why not.
 
-    ``others`` maps other assignments to their grade ids, to name the one it belongs to.
+    Answer cells, not any nbgrader cell: assignments share the ids of their other cells by
+    convention (every notebook of this course has an ``intro`` and an ``outro``, several a
+    ``test_values``), so a notebook of another assignment would pass for this one. ``others``
+    maps other assignments to their answer cells' ids, to name the one it belongs to.
     """
     ids = grade_ids(nb)
-    if ids & {c.grade_id for c in expected}:
+    answers = {c.grade_id for c in expected if c.is_solution} or {c.grade_id for c in expected}
+    if ids & answers:
         return None
     matches = sorted(a for a, theirs in others.items() if ids & theirs)
     if matches:
         return f"this is a notebook of assignment {matches[0]!r}, not of this one"
-    return "none of this assignment's cells are in the notebook (a notebook of another assignment?)"
+    return (
+        "none of this assignment's answer cells are in the notebook (a notebook of another "
+        "assignment?)"
+    )
 
 
 def belongs_to(nb, others: dict[str, set[str]]) -> str | None:

@@ -76,7 +76,7 @@ def _with_policy(text: str, course: Course | None) -> str:
     return text[: head.end()] + "\n" + meta + text[head.end() :]
 
 
-def _test_labels(course: Course, assignment: str, notebook: str) -> dict[str, str]:
+def cell_labels(course: Course, assignment: str, notebook: str) -> dict[str, str]:
     """``{grade_id: "grade_id: what it tests"}`` from each test cell's first comment line."""
     labels = {}
     for cell in expected_cells(course.db_url, assignment, notebook):
@@ -152,7 +152,7 @@ def formgrader_hook(assignment: str, student: str, notebooks: list[str]) -> None
         if not page.exists() or WRAP_STYLE in page.read_text():
             continue  # not written by this run, or already finished
         verdict = st.load(course, which, who)
-        labels = _test_labels(course, which, source.stem)
+        labels = cell_labels(course, which, source.stem)
         page.write_text(_finish(course, page.read_text(), verdict, labels))
 
 
@@ -228,7 +228,7 @@ def write_feedback(
         verdicts = {s: v for s, v in verdicts.items() if s in set(students)}
     runnable = sorted(s for s, v in verdicts.items() if st.kind(v.status) not in st.NOT_RUN)
     report = FeedbackReport()
-    labels = _test_labels(course, assignment, notebook) if runnable else {}
+    labels = cell_labels(course, assignment, notebook) if runnable else {}
     with tempfile.TemporaryDirectory(prefix="normedu-feedback-") as tmp:
         scratch = Path(tmp)
         if runnable:

@@ -17,13 +17,15 @@ from .config import Course
 
 
 def other_assignments(course: Course, assignment: str) -> dict[str, set[str]]:
+    """``{assignment: ids of its answer cells}`` of every other assignment of the gradebook
+    (what :func:`.checks.assignment_mismatch` tells assignments apart by)."""
     from nbgrader.api import Gradebook
 
     out = {}
     with Gradebook(course.db_url) as gb:
         for a in gb.assignments:
             if a.name != assignment:
-                out[a.name] = {c.name for nb in a.notebooks for c in nb.source_cells}
+                out[a.name] = {c.name for nb in a.notebooks for c in nb.solution_cells}
     return out
 
 
