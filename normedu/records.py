@@ -106,6 +106,14 @@ RECORDS: dict[str, Record] = {
         params={"runs": [[2048, 4096, 9], [8192, 4096, 5]], "seed": 0},
         pages=("book/fast",),
     ),
+    "bn_seed_runs": Record(
+        description="not a timing: the BatchNorm chapter's training experiments (batch-size "
+        "sweep, distribution shift, eval-mode CNN, calibration, the DDP table's errors) on "
+        "seeds 0-4 at the CPU preset, the seeds its verdicts rest on (the chapter runs one live)",
+        compute="normedu.experiments.batchnorm_seeds:measure",
+        params={"seeds": [0, 1, 2, 3, 4]},
+        pages=("book/batchnorm",),
+    ),
 }
 
 _MEMORY: dict[str, dict[str, Any]] = {}
