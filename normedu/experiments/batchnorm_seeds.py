@@ -105,6 +105,10 @@ def measure(seeds: Sequence[int] = SEEDS) -> tuple[dict, dict]:
         "replay": {
             "setting": [p0, m0],
             **{k: [r[k] for r in reps] for k in ("error", "error_train_mode", "agree")},
+            # the shares of x̂ within 1e-3 of ±1: the least of the BN layers in training mode,
+            # the most of them in eval mode
+            "pm1_train_min": [min(r["pm1_train"]) for r in reps],
+            "pm1_eval_max": [max(r["pm1_eval"]) for r in reps],
         },
     }
     return data, provenance(f"python -m normedu.records --alone {RECORD}")
