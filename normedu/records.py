@@ -7,6 +7,9 @@ A page that states a speed does not time anything: it reads the record,
 measured (``record.params``), on which machine and when, and whether it was measured alone
 (``record.alone``).
 
+* One record is not a timing: ``bn_seed_runs`` holds the BatchNorm chapter's training
+  experiments on five seeds (:mod:`normedu.experiments.batchnorm_seeds`), too costly to run live
+  in the chapter, which states their verdicts and runs one seed itself.
 * :data:`RECORDS` is the registry: name -> :class:`Record` (what it holds, the function that
   computes it, given by dotted path so that this module stays torch-free, its parameters, and
   the pages that state it).

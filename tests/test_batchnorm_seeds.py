@@ -12,10 +12,12 @@ from normedu.experiments import batchnorm_seeds as R
 TIE = 1 / 450
 
 
-def test_inside_widens_the_range_by_two_standard_deviations():
-    vals = [0.1, 0.2, 0.3]  # sd 0.1: the accepted interval is [-0.1, 0.5]
-    assert R.inside(0.45, vals) and R.inside(-0.05, vals)
-    assert not R.inside(0.55, vals) and not R.inside(-0.15, vals)
+def test_inside_is_the_99_percent_prediction_interval_of_one_new_seed():
+    # mean 0.2, sd 0.0791 over 5 seeds; t(0.995, 4) = 4.604 (a table value), sqrt(1 + 1/5):
+    # half-width 0.399, so the interval is [-0.199, 0.599].
+    vals = [0.1, 0.15, 0.2, 0.25, 0.3]
+    assert R.inside(0.59, vals) and R.inside(-0.19, vals)
+    assert not R.inside(0.61, vals) and not R.inside(-0.21, vals)
     with pytest.raises(ValueError, match="two seeds"):
         R.inside(0.1, [0.1])
 
@@ -116,3 +118,10 @@ def test_shift_calibration_ddp_and_eval_words():
     text = W.describe_eval_mode(ev, TIE)
     assert "same accuracy one image at a time on every seed" in text
     assert text.count("below its eval-mode accuracy on all 3 seeds") == 2
+
+
+def test_compare_reads_fractions_in_points_and_keeps_one_image_a_tie():
+    c = W.compare([0.50, 0.40, 0.30], [0.30, 0.30, 0.30 - TIE], TIE)
+    assert c.values == pytest.approx((20.0, 10.0, 100 * TIE))
+    assert (c.positive, c.negative) == (2, 0)  # one test image apart: a tie, not a win
+    assert c.words("up", "down").startswith("no difference detectable with 3 seeds")

@@ -12,7 +12,6 @@ import math
 from .. import seeding
 from ..claim import Claim, verdict
 from ..conventions import DEFAULT_EPS
-from ..seeding import compare
 from . import batchnorm_words as W
 from .batchnorm import CH, NOTES
 
@@ -21,7 +20,7 @@ def eval_mode(dev: str) -> Claim:
     ev = _record()["eval_mode"]
     tie = _one_image()
     same = all(a == b for a, b in zip(ev["eval_full"], ev["eval_batch1"], strict=True))
-    b1 = compare(ev["train_batch1"], ev["eval_full"], tie=tie)
+    b1 = W.compare(ev["train_batch1"], ev["eval_full"], tie=tie)
     return Claim(
         id="bn.eval",
         chapter=CH,
@@ -44,11 +43,11 @@ def small_batch(dev: str) -> Claim:
     bsz = sw["batch_sizes"]
     i2, i4, i32 = bsz.index(2), bsz.index(4), bsz.index(32)
     tie = _one_image()
-    own = compare(sw["batchnorm"][i2], sw["batchnorm"][i32], tie=tie)
+    own = W.compare(sw["batchnorm"][i2], sw["batchnorm"][i32], tie=tie)
     ok = W.worse_than_both(sw, i2, tie) and own.clear and own.sign > 0
     at4 = "; ".join(
         f"vs {W.NORM_NAMES[o]}: "
-        + compare(sw["batchnorm"][i4], sw[o][i4], tie=tie).words("BN higher", "BN lower")
+        + W.compare(sw["batchnorm"][i4], sw[o][i4], tie=tie).words("BN higher", "BN lower")
         for o in ("groupnorm", "layernorm")
     )
     per_seed = {f"{k}@2": sw[k][i2] for k in W.NORM_NAMES}
@@ -72,8 +71,8 @@ def small_batch(dev: str) -> Claim:
 def shift(dev: str) -> Claim:
     sh = _record()["shift"]
     tie = _one_image()
-    bn = compare(sh["bn_shift"], sh["bn_clean"], tie=tie)
-    ln = compare(sh["ln_shift"], sh["ln_clean"], tie=tie)
+    bn = W.compare(sh["bn_shift"], sh["bn_clean"], tie=tie)
+    ln = W.compare(sh["ln_shift"], sh["ln_clean"], tie=tie)
     exact = max(sh["recal_logit_diff"]) < 1e-3
     drop = [a - b for a, b in zip(sh["bn_shift"], sh["bn_clean"], strict=True)]
     return Claim(
@@ -157,7 +156,7 @@ def ddp_local_vs_sync(dev: str) -> Claim:
     tie = _one_image()
     key = ",".join(map(str, ddp["replay"]["setting"]))
     c = W.ddp_comparison(ddp["errors"], key, tie)
-    tm = compare(ddp["replay"]["error_train_mode"], ddp["errors"][key + ",sync"], tie=tie)
+    tm = W.compare(ddp["replay"]["error_train_mode"], ddp["errors"][key + ",sync"], tie=tie)
     p, m = ddp["replay"]["setting"]
     return Claim(
         id="bn.ddp_local_vs_sync",
@@ -189,7 +188,7 @@ def seed_record(dev: str) -> Claim:
 
     rec = _record()
     i2 = rec["sweep"]["batch_sizes"].index(2)
-    sweep = B.batch_size_sweep()
+    sweep = B.batch_size_sweep(norms=("batchnorm", "groupnorm", "layernorm"))
     live = {
         "sweep BN@2": (sweep["batchnorm"][i2], rec["sweep"]["batchnorm"][i2]),
         "sweep GN@2": (sweep["groupnorm"][i2], rec["sweep"]["groupnorm"][i2]),
@@ -211,7 +210,8 @@ def seed_record(dev: str) -> Claim:
         + (f"; outside: {', '.join(outside)}" if outside else ""),
         verdict=verdict(not outside),
         device=dev,
-        note="within = inside the record's range widened by two standard deviations of its seeds",
+        note="within = inside the 99% prediction interval for one new seed from the record's "
+        "seeds (Student's t)",
     )
 
 
@@ -220,7 +220,7 @@ def cnn_position(dev: str) -> Claim:
     from ..experiments import convnet as CN
 
     pc = CN.position_comparison()
-    c = compare(pc["after"], pc["before"], tie=_one_image())
+    c = W.compare(pc["after"], pc["before"], tie=_one_image())
     mean = {k: sum(pc[k]) / len(pc[k]) for k in ("before", "after")}
     return Claim(
         id="bn.cnn_position",

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..seeding import SeedComparison, compare
+from ..seeding import SeedComparison
+from ..seeding import compare as _compare
 
 __all__ = [
+    "compare",
     "pct",
     "spread",
     "points",
@@ -28,6 +30,15 @@ __all__ = [
 ]
 
 NORM_NAMES = {"batchnorm": "BatchNorm", "groupnorm": "GroupNorm", "layernorm": "LayerNorm"}
+
+
+def compare(a: Sequence[float], b: Sequence[float] | float, tie: float) -> SeedComparison:
+    """:func:`normedu.seeding.compare` on fractions (test errors, accuracies) read in percentage
+    points: ``a``, ``b`` and ``tie`` times 100, so that the rule's words state the mean and its
+    standard error in points. A difference of exactly ``tie`` stays a tie after the scaling's
+    rounding (the tie is widened by one part in a million)."""
+    b100 = b * 100 if isinstance(b, (int, float)) else [100 * v for v in b]
+    return _compare([100 * v for v in a], b100, tie=100 * tie * (1 + 1e-6))
 
 
 def pct(x: float) -> str:

@@ -122,12 +122,18 @@ def stored() -> dict:
 
 
 def inside(live: float, values: Sequence[float]) -> bool:
-    """Whether a live seed's ``live`` value lies within the record's ``values`` (one per seed)
-    widened by two of their standard deviations on each side: a new seed falls outside the
-    bare min-max of five seeds one time in three, so the bare range would be no test."""
+    """Whether a live seed's ``live`` value lies within the 99% prediction interval for one new
+    seed from the record's ``values`` (one per seed): mean ± t · sd · sqrt(1 + 1/n), with
+    Student's t quantile at 0.995 for n − 1 degrees of freedom. The bare min-max of five seeds
+    would reject a new seed one time in three; this interval about one time in a hundred, if
+    the seeds' values are roughly normal."""
+    from scipy.stats import t  # scikit-learn's dependency: always installed with the course
+
     vals = [float(v) for v in values]
-    if len(vals) < 2:
+    n = len(vals)
+    if n < 2:
         raise ValueError("need at least two seeds to have a spread")
-    mean = sum(vals) / len(vals)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
-    return min(vals) - 2 * sd <= live <= max(vals) + 2 * sd
+    mean = sum(vals) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
+    half = float(t.ppf(0.995, n - 1)) * sd * math.sqrt(1 + 1 / n)
+    return mean - half <= live <= mean + half
