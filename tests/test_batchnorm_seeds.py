@@ -125,3 +125,10 @@ def test_compare_reads_fractions_in_points_and_keeps_one_image_a_tie():
     assert c.values == pytest.approx((20.0, 10.0, 100 * TIE))
     assert (c.positive, c.negative) == (2, 0)  # one test image apart: a tie, not a win
     assert c.words("up", "down").startswith("no difference detectable with 3 seeds")
+
+
+def test_the_t_table_is_students():
+    from scipy.stats import t  # the reference, here only: importing it costs a CPU-second
+
+    for df, q in R.T995.items():
+        assert q == pytest.approx(float(t.ppf(0.995, df)), abs=1e-3)
