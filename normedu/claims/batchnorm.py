@@ -249,6 +249,10 @@ def backward_compact() -> Claim:
         verdict=verdict(err < 1e-10),
         device="float64",
         extra={"cite": ["ioffe2015batch"]},
+        quote="During training we need to backpropagate the gradient of loss ℓ through this "
+        "transformation, as well as compute the gradients with respect to the parameters of "
+        "the BN transform",
+        quote_where="§3, after Algorithm 1 (the chain-rule gradients, before simplification)",
     )
 
 
