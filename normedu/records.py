@@ -7,6 +7,9 @@ A page that states a speed does not time anything: it reads the record,
 measured (``record.params``), on which machine and when, and whether it was measured alone
 (``record.alone``).
 
+* One record is not a timing: ``bn_seed_runs`` holds the BatchNorm chapter's training
+  experiments on five seeds (:mod:`normedu.experiments.batchnorm_seeds`), too costly to run live
+  in the chapter, which states their verdicts and runs one seed itself.
 * :data:`RECORDS` is the registry: name -> :class:`Record` (what it holds, the function that
   computes it, given by dotted path so that this module stays torch-free, its parameters, and
   the pages that state it).
@@ -105,6 +108,14 @@ RECORDS: dict[str, Record] = {
         compute="normedu.ablation:measure",
         params={"runs": [[2048, 4096, 9], [8192, 4096, 5]], "seed": 0},
         pages=("book/fast",),
+    ),
+    "bn_seed_runs": Record(
+        description="not a timing: the BatchNorm chapter's training experiments (batch-size "
+        "sweep, distribution shift, eval-mode CNN, calibration, the DDP table's errors) on "
+        "seeds 0-4 at the CPU preset, the seeds its verdicts rest on (the chapter runs one live)",
+        compute="normedu.experiments.batchnorm_seeds:measure",
+        params={"seeds": [0, 1, 2, 3, 4]},
+        pages=("book/batchnorm",),
     ),
 }
 

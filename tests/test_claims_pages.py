@@ -248,7 +248,16 @@ def test_ledger_lists_every_page_with_claims_in_reading_order(request):
 #: each id once, and these verdicts.
 BUILT_CLAIMS = {
     "drift": (8, {"drift.1.05^50": "confirmed"}),
-    "batchnorm": (10, {"bn.formula": "confirmed", "bn.wu_he": "cited"}),
+    # bn.seed_record: the live seed lies within the spread of the record's five seeds.
+    "batchnorm": (
+        10,
+        {
+            "bn.formula": "confirmed",
+            "bn.wu_he": "cited",
+            "bn.seed_record": "confirmed",
+            "bn.torch_syncbn_cpu": "confirmed",
+        },
+    ),
     "layernorm": (10, {"ln.walkthrough": "confirmed", "ln.gpt2_count": "confirmed"}),
 }
 

@@ -207,14 +207,22 @@ def eval_mode_demo(seed: int = 0) -> dict:
     return out
 
 
-@lru_cache(maxsize=2)
-def distribution_shift(contrast: float = 0.5, brightness: float = 1.0) -> dict:
+@lru_cache(maxsize=8)
+def distribution_shift(contrast: float = 0.5, brightness: float = 1.0, seed: int = 0) -> dict:
     """Test accuracy when test inputs are ``contrast * x + brightness`` (standardized pixels).
 
-    Uses the batch-32 MLPs of the sweep. Returns fractions: ``bn_clean``, ``bn_shift`` (eval
-    mode, running statistics from the clean training data), ``bn_recalibrated`` (running
-    statistics re-estimated on the shifted test inputs, "AdaBN" of Li et al. 2016/2018),
-    ``ln_clean`` and ``ln_shift``.
+    Uses the batch-32 MLPs of the sweep (seed ``seed``). Returns fractions: ``bn_clean``,
+    ``bn_shift`` (eval mode, running statistics from the clean training data),
+    ``bn_recalibrated`` (running statistics re-estimated on the shifted test inputs, "AdaBN" of
+    Li et al. 2016/2018), ``ln_clean`` and ``ln_shift``; and ``recal_logit_diff``: the largest
+    |logit difference| between the BN model recalibrated on the shifted inputs, applied to
+    them, and the BN model recalibrated on the clean test inputs, applied to those.
+
+    Why that difference is rounding only: the first layer is linear, so the shift turns every
+    first-layer pre-activation h into ``contrast * h + o`` with one offset ``o`` per feature;
+    BatchNorm's per-feature statistics, re-estimated, subtract ``o`` and divide out
+    ``contrast`` exactly (up to eps). LayerNorm's per-sample statistics remove the common
+    factor ``contrast`` but only the mean of ``o`` over the features, not ``o`` itself.
     """
     size = choose(SIZES)
     data = digits().to(pick_device())
@@ -222,7 +230,7 @@ def distribution_shift(contrast: float = 0.5, brightness: float = 1.0) -> dict:
     res = {}
     # Train (or fetch from the cache) outside no_grad: training needs autograd.
     models = {
-        n: train_mlp(n, 32, size.epochs, 0, size.depth, size.width)
+        n: train_mlp(n, 32, size.epochs, seed, size.depth, size.width)
         for n in ("batchnorm", "layernorm")
     }
     with torch.no_grad():
@@ -230,8 +238,10 @@ def distribution_shift(contrast: float = 0.5, brightness: float = 1.0) -> dict:
             model, err = models[norm]
             res[f"{key}_clean"] = 1 - err
             res[f"{key}_shift"] = float((model(x_shift).argmax(1) == data.y_test).float().mean())
-        model = recalibrate(models["batchnorm"][0], x_shift)
-        res["bn_recalibrated"] = float((model(x_shift).argmax(1) == data.y_test).float().mean())
+        on_shift = recalibrate(models["batchnorm"][0], x_shift)(x_shift)
+        on_clean = recalibrate(models["batchnorm"][0], data.x_test)(data.x_test)
+        res["bn_recalibrated"] = float((on_shift.argmax(1) == data.y_test).float().mean())
+        res["recal_logit_diff"] = float((on_shift - on_clean).abs().max())
     return res
 
 
@@ -318,14 +328,17 @@ def syncbn_simulation(
     (known population) and splits it into ``devices`` shards of ``m``.
 
     - Local BN: each shard uses its own mean and biased variance.
-    - SyncBN: the shards all-reduce ``(count, sum, sum of squares)``; everyone then uses the
-      global-batch statistics. We compute them that way and compare with the direct statistics
-      of the concatenated batch (``sync_max_diff``, float64 rounding only).
+    - SyncBN: the two forward all-reduces of :class:`normedu.distributed.SyncBatchNorm`: the
+      shards sum ``(count, sum)``, which gives the global mean, then the squared deviations
+      from that mean, which give the global biased variance (two passes: no cancellation of
+      a sum of squares against the squared mean). We compute them that way and compare with
+      the direct statistics of the concatenated batch (``sync_max_diff``, float64 rounding).
 
     Returns per ``m``: ``local_var_ratio`` (mean of local variance / population variance;
     theory (m-1)/m), ``sync_var_ratio`` (theory (Dm-1)/(Dm)), ``local_mean_err`` and
     ``sync_mean_err`` (RMS error of the mean estimate in population stds; theory 1/sqrt(m) and
-    1/sqrt(Dm)), plus ``sync_max_diff`` and ``allreduce_floats`` (2 * channels + 1 per layer).
+    1/sqrt(Dm)), plus ``sync_max_diff`` and ``allreduce_floats`` (the forward's floats per
+    layer: count and C sums, then C squared deviations, 2 * channels + 1).
     """
     gen = seeding.generator(seed)
     mu = torch.randn(channels, generator=gen, dtype=torch.float64) * 2
@@ -343,12 +356,11 @@ def syncbn_simulation(
         x = mu + sd * torch.randn(trials, devices, m, channels, generator=gen, dtype=torch.float64)
         local_mean = x.mean(2)
         local_var = x.var(2, unbiased=False)
-        # SyncBN: all-reduce of per-device count, sum and sum of squares.
+        # SyncBN's forward: all-reduce 1 sums each device's count and sum (the global mean),
+        # all-reduce 2 each device's squared deviations from that global mean.
         cnt = devices * m
-        s1 = x.sum(2).sum(1)
-        s2 = (x * x).sum(2).sum(1)
-        sync_mean = s1 / cnt
-        sync_var = s2 / cnt - sync_mean**2
+        sync_mean = x.sum(2).sum(1) / cnt
+        sync_var = ((x - sync_mean[:, None, None]) ** 2).sum(2).sum(1) / cnt
         direct = x.reshape(trials, cnt, channels)
         worst = max(
             worst,

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
 import torch
@@ -231,7 +231,9 @@ def _rows(world_size: int, per_rank: list[dict], sz: DDPSize) -> list[dict]:
             if variant == "global":
                 with threads(1):  # a tiny model: one thread is faster than two fighting
                     errs = [train_global(world_size, m, sz, s) for s in sz.seeds]
-                row.update(error=sum(errs) / len(errs), step_ms=None, allreduce_share=None)
+                row.update(
+                    error=sum(errs) / len(errs), errors=errs, step_ms=None, allreduce_share=None
+                )
             else:
                 r0 = per_rank[0][variant]
                 step_s = [sum(r[variant]["step_s"][i]) for r in per_rank]
@@ -239,6 +241,7 @@ def _rows(world_size: int, per_rank: list[dict], sz: DDPSize) -> list[dict]:
                 n_steps = r0["steps"][i] * len(sz.seeds)
                 row.update(
                     error=sum(r0["error"][i]) / len(sz.seeds),
+                    errors=list(r0["error"][i]),
                     step_ms=1e3 * sum(step_s) / len(step_s) / n_steps,
                     allreduce_share=sum(c / t for c, t in zip(comm_s, step_s, strict=True))
                     / len(step_s),
@@ -248,15 +251,21 @@ def _rows(world_size: int, per_rank: list[dict], sz: DDPSize) -> list[dict]:
 
 
 @lru_cache(maxsize=4)
-def ddp_table(preset: str | None = None, timeout: float = 300.0) -> dict:
+def ddp_table(
+    preset: str | None = None, timeout: float = 300.0, seeds: tuple[int, ...] | None = None
+) -> dict:
     """Run every world size of :data:`SIZES` (``preset``, default the device's) and tabulate.
 
-    Starts each process group with :func:`normedu.distributed.run_ranks` (so it works from a
-    notebook). Returns ``{"size": {...}, "rows": [{"processes", "per_process", "variant",
-    "error", "step_ms", "allreduce_share"}, ...], "cpu_count": int}``; ``step_ms`` and
-    ``allreduce_share`` are None for the single-process ``global`` variant.
+    ``seeds``: instead of the preset's seeds (the multi-seed record of the chapter,
+    :mod:`.batchnorm_seeds`, runs five). Starts each process group with
+    :func:`normedu.distributed.run_ranks` (so it works from a notebook). Returns ``{"size":
+    {...}, "rows": [{"processes", "per_process", "variant", "error" (mean over the seeds),
+    "errors" (per seed), "step_ms", "allreduce_share"}, ...], "cpu_count": int}``;
+    ``step_ms`` and ``allreduce_share`` are None for the single-process ``global`` variant.
     """
     sz = SIZES[preset] if preset else choose(SIZES)
+    if seeds is not None:
+        sz = replace(sz, seeds=tuple(seeds))
     rows = []
     for p in sz.world_sizes:
         per_rank = run_ranks(train_rank, p, asdict(sz), timeout=timeout)
