@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ..seeding import compare
-from .since2020_placement_words import _span
+from .since2020_placement_words import _span, ruled
 
 
 def describe_precision(res) -> str:
@@ -34,11 +34,12 @@ def describe_precision(res) -> str:
     def welford_words(d: str) -> str:
         c = compare([math.log(v) for v in welf[d]], 0.0)
         return (
-            f"{_span(big[d]['Welford/Chan'])} in {d}, "
-            + c.words(
-                f"larger than it (×{_span(welf[d])})",
-                f"smaller than it (×{_span(welf[d])})",
-                f"no different from it (×{_span(welf[d])})",
+            f"{_span(big[d]['Welford/Chan'], '.1e')} in {d}, "
+            + ruled(
+                c,
+                f"larger than it (×{_span(welf[d], '.2g')})",
+                f"smaller than it (×{_span(welf[d], '.2g')})",
+                f"no different from it (×{_span(welf[d], '.2g')})",
             )  # fmt: skip
         )
 
@@ -48,12 +49,12 @@ def describe_precision(res) -> str:
     f32 = [v for d in half for m in e[d] for v in e[d][m][FLOAT32_STATS]]
     return (
         f"Over {n} rows: at the large mean, the one-pass formula's relative error is "
-        + ", ".join(f"{_span(one[d])} in {d}" for d in one)
+        + ", ".join(f"{_span(one[d], '.2g')} in {d}" for d in one)
         + (": **every digit lost** in every dtype. " if lost else ": not every digit is lost. ")
         + "Two-pass with torch's reductions keeps "
-        + ", ".join(f"{_span(big[d]['two-pass'])} ({d})" for d in e)
+        + ", ".join(f"{_span(big[d]['two-pass'], '.1e')} ({d})" for d in e)
         + "; with its running sums stored in the dtype, "
-        + ", ".join(f"{_span(big[d]['two-pass, sums in dtype'])} ({d})" for d in half)
+        + ", ".join(f"{_span(big[d]['two-pass, sums in dtype'], '.1e')} ({d})" for d in half)
         + (
             f": at least {least}× worse in half precision on every row. "
             if worse_clear and least >= 1
@@ -62,9 +63,9 @@ def describe_precision(res) -> str:
         + "Welford/Chan's error, against that: "
         + "; ".join(welford_words(d) for d in half)
         + ". Near mean 0 Welford/Chan's error comes mostly from its sum of squared deviations: "
-        f"in bfloat16 it is {_span(z16['Welford/Chan'])}, and {_span(z16[WELFORD_M2_FLOAT32])} "
-        "with only that sum kept in float32 ("
-        + m2.words("smaller", "larger", "no different")
+        f"in bfloat16 it is {_span(z16['Welford/Chan'], '.1e')}, and "
+        f"{_span(z16[WELFORD_M2_FLOAT32], '.1e')} with only that sum kept in float32 ("
+        + ruled(m2, "smaller", "larger", "no different")
         + "). With the row in half precision and two-pass statistics in float32 the error is "
         f"at most {max(f32):.0e}: float32 statistics formed by a stable algorithm, not the "
         "algorithm alone, are why kernels keep their statistics in float32."
