@@ -270,15 +270,16 @@ def qk_lr_range(rec, dev: str) -> Claim:
     return Claim(
         id="since2020_placement.qk_lr_range",
         chapter=CHAPTER,
-        claim="QK-norm lets a small model learn at learning rates where it otherwise fails",
+        claim="QK-norm lowers a small model's loss at learning rates where it otherwise fails "
+        "(a wider range of usable learning rates)",
         source=cite("wortsman2024small"),
         measured="final loss per seed without / with QK-norm: "
         + "; ".join(
             f"lr {lr:g} {_series(losses('plain', lr))} / {_series(losses('qk_norm', lr))}"
             for lr in lrs
         )  # fmt: skip
-        + f" (fails / learns: clearly above / below half of chance, "
-        f"{0.5 * rec.sweep[0]['chance_loss']:.2f})",
+        + f" (fails: clearly above half of chance, {0.5 * rec.sweep[0]['chance_loss']:.2f}; "
+        "lowers: the paired difference clear)",
         verdict=verdict(bool(rescued)),
         device=dev,
         note=_seeds_note(rec),
