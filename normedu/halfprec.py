@@ -37,6 +37,7 @@ __all__ = [
     "ALGORITHMS",
     "DTYPES",
     "LARGE_MEAN",
+    "N_ROWS",
     "PrecisionResult",
     "one_pass",
     "two_pass",
@@ -177,9 +178,14 @@ N_ROW = 4096
 SUMSQ_STD = 8.0
 
 
-def _row() -> Tensor:
-    """The chapter's row: N_ROW standard normal numbers in float64, seed 0."""
-    return torch.randn(N_ROW, generator=seeding.generator(0), dtype=torch.float64)
+#: Rows (seeds) of the experiment: the error of one row depends on its rounding, so every
+#: verdict rests on several.
+N_ROWS = 5
+
+
+def _row(seed: int = 0) -> Tensor:
+    """One of the chapter's rows: N_ROW standard normal numbers in float64 from ``seed``."""
+    return torch.randn(N_ROW, generator=seeding.generator(seed), dtype=torch.float64)
 
 
 def overflow_row() -> Tensor:
@@ -190,23 +196,23 @@ def overflow_row() -> Tensor:
 
 @dataclass
 class PrecisionResult:
-    """``errors[dtype][str(mean)][algorithm]``: relative error of the variance against
-    float64 on the same (rounded) row, for every algorithm of :data:`ALGORITHMS` and, for the
-    half-precision dtypes, :data:`FLOAT32_STATS` (two-pass on the row upcast to float32),
-    :data:`WELFORD_FLOAT32` and :data:`WELFORD_M2_FLOAT32`. ``sumsq``: float16 and float32
-    sums of squares of :func:`overflow_row` (std ``sumsq_std``) and their float64 value."""
+    """``per_row[dtype][str(mean)][algorithm]``: relative error of the variance against
+    float64 on the same (rounded) row, one value per row (``rows`` rows of ``n`` numbers,
+    seeds 0, 1, ...), for every algorithm of :data:`ALGORITHMS` and, for the half-precision
+    dtypes, :data:`FLOAT32_STATS` (two-pass on the row upcast to float32),
+    :data:`WELFORD_FLOAT32` and :data:`WELFORD_M2_FLOAT32`; ``errors``: the same keys, the
+    median over the rows. ``sumsq``: float16 and float32 sums of squares of
+    :func:`overflow_row` (std ``sumsq_std``) and their float64 value."""
 
     n: int
     errors: dict[str, dict[str, dict[str, float]]]
     sumsq_std: float
     sumsq: dict[str, float]
+    per_row: dict[str, dict[str, dict[str, list[float]]]]
+    rows: int
 
 
-@functools.lru_cache(maxsize=2)
-def precision_errors() -> PrecisionResult:
-    """The variance errors of this module's algorithms against float64 (the same on every
-    device; cached)."""
-    z = _row()
+def _errors(z: Tensor) -> dict[str, dict[str, dict[str, float]]]:
     errors: dict[str, dict[str, dict[str, float]]] = {}
     for name, dtype in DTYPES.items():
         errors[name] = {}
@@ -221,10 +227,28 @@ def precision_errors() -> PrecisionResult:
             errors[name][str(mean)] = {
                 a: abs(float(f(x).double()) - truth) / truth for a, f in algos.items()
             }
+    return errors
+
+
+@functools.lru_cache(maxsize=2)
+def precision_errors(rows: int = N_ROWS) -> PrecisionResult:
+    """The variance errors of this module's algorithms against float64 on ``rows`` rows
+    (the same on every device; cached)."""
+    import statistics
+
+    runs = [_errors(_row(s)) for s in seeding.seeds(rows)]
+    per_row = {
+        d: {m: {a: [r[d][m][a] for r in runs] for a in runs[0][d][m]} for m in runs[0][d]}
+        for d in runs[0]
+    }
+    errors = {
+        d: {m: {a: statistics.median(v) for a, v in by_a.items()} for m, by_a in by_m.items()}
+        for d, by_m in per_row.items()
+    }
     row = overflow_row()
     sumsq = {
         "float16": float(sum_of_squares(row)),
         "float32": float(sum_of_squares(row.float())),
         "float64": float((row.double() ** 2).sum()),
     }
-    return PrecisionResult(N_ROW, errors, SUMSQ_STD, sumsq)
+    return PrecisionResult(N_ROW, errors, SUMSQ_STD, sumsq, per_row, rows)

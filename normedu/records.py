@@ -117,6 +117,17 @@ RECORDS: dict[str, Record] = {
         params={"seeds": [0, 1, 2, 3, 4]},
         pages=("book/batchnorm",),
     ),
+    # Not a timing: the multi-seed runs behind the verdicts of one page, too slow to run every
+    # time it executes (normedu/experiments/since2020_seeds.py); stored here for the same
+    # reason as the timings, and measured by the same command.
+    "since2020_placement_seeds": Record(
+        description="the one-step update sizes, the training at depth and the QK-norm "
+        "learning-rate sweep of the placements chapter, at its CPU sizes, for seeds 0-4: the "
+        "runs its verdicts rest on",
+        compute="normedu.experiments.since2020_seeds:measure",
+        params={"seeds": 5, "preset": "cpu"},
+        pages=("book/since2020_placement",),
+    ),
 }
 
 _MEMORY: dict[str, dict[str, Any]] = {}

@@ -3,6 +3,7 @@ independent computation (torch.nn.functional ops, closed forms, NumPy in float64
 
 from __future__ import annotations
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -214,44 +215,57 @@ def _run(label, final, trained, lr=1e-2, logits=(1.0,), bounds=()):
     )
 
 
-def _sweep(qk_trains_at_high: bool):
-    from normedu.experiments.since2020_placement import SweepResult
+def _record(n=3, **fields):
+    """A stand-in for the committed multi-seed record (SeedRecord's fields the words use)."""
+    return SimpleNamespace(n=n, seeds=list(range(n)), measured="test", **fields)
 
-    runs = [
-        _run("plain", 0.01, True, 1e-3, (5.0,)),
-        _run("plain", 2.6, False, 1e-1, (5000.0,)),
-        _run("qk_norm", 0.01, True, 1e-3, (4.0,), (10.0,)),
-        _run("qk_norm", 1.0 if qk_trains_at_high else 2.6, qk_trains_at_high, 1e-1, (9.0,), (9.5,)),
-    ]
-    return SweepResult(runs, [1e-3, 1e-1], 2, 64, 32, 150, 2.64)
+
+def _sweep_record(qk_trains_at_high: bool, n=3):
+    def runs(k):
+        hi_qk = 1.0 + 0.01 * k if qk_trains_at_high else 2.6 + 0.01 * k  # plain's: 2.6
+        return [
+            {"label": "plain", "lr": 1e-3, "final_loss": 0.01, "peak_logit": 5.0 + k},
+            {"label": "plain", "lr": 1e-1, "final_loss": 2.6, "peak_logit": 5000.0 + k},
+            {"label": "qk_norm", "lr": 1e-3, "final_loss": 0.01, "peak_logit": 4.0,
+             "worst_over_bound": 0.4},
+            {"label": "qk_norm", "lr": 1e-1, "final_loss": hi_qk, "peak_logit": 9.0,
+             "worst_over_bound": 0.95},
+        ]  # fmt: skip
+
+    sweep = [{"runs": runs(k), "lrs": [1e-3, 1e-1], "depth": 2, "d_model": 64, "steps": 150,
+              "chance_loss": 2.64} for k in range(n)]  # fmt: skip
+    return _record(n, sweep=sweep)
 
 
 def test_sweep_sentence_both_branches():
     from normedu.claims import since2020_placement as C
 
-    yes, no = C.describe_sweep(_sweep(True)), C.describe_sweep(_sweep(False))
-    assert "widens the range" in yes and "not reproduced" not in yes
-    assert "not reproduced" in no and "widens" not in no
-    assert C.qk_bounded(_sweep(True)) and C.logits_grow(_sweep(True))
+    yes, no = C.describe_sweep(_sweep_record(True)), C.describe_sweep(_sweep_record(False))
+    assert "**QK-norm lowers the loss where the plain stack fails**" in yes
+    assert "not reproduced" not in yes
+    assert "not reproduced" in no and "lowers the loss where" not in no
+    assert C.qk_bounded(_sweep_record(True)) and C.logits_grow(_sweep_record(True))
 
 
 def test_update_sentence_both_branches():
     from normedu.claims import since2020_placement as C
     from normedu.experiments.since2020_placement import UpdateSizes
 
-    def upd(matrices):
+    def upd(matrices, k):
         groups = {
-            p: {"block matrices": matrices, "norm gains and biases": [0.4, 7.0]}
-            | {"block biases": [0.3, 0.5], "embeddings": [0.2, 0.2]}
+            p: {"block matrices": [m * (1 + 0.01 * k) for m in matrices]}
+            | {"norm gains and biases": [0.4, 7.0], "block biases": [0.3, 0.5]}
+            | {"embeddings": [0.2, 0.2]}
             for p in ("post", "deepnorm")
         }
-        change = {"post": [10, 80], "pre": [9, 70], "deepnorm": [1, 8]}
+        change = {"post": [10, 80], "pre": [9, 70], "deepnorm": [1, 8 + k]}
         return UpdateSizes([4, 64], 0.01, change, groups)
 
-    flat, grows = C.describe_updates(upd([0.08, 0.07])), C.describe_updates(upd([0.08, 0.8]))
-    assert "**For the parameters the theorem bounds, the change does not grow" in flat
-    assert "norm gains and biases, which the bound leaves out" in flat
-    assert "**not** independent" in grows and "does not grow" not in grows
+    flat = C.describe_updates(_record(update=[upd([0.08, 0.07], k) for k in range(3)]))
+    grows = C.describe_updates(_record(update=[upd([0.08, 0.8], k) for k in range(3)]))
+    assert "**For the parameters the theorem bounds, the change grows less than ×2" in flat
+    assert "norm gains and biases, whose change grows most on all 3 seeds" in flat
+    assert "**not** shown independent" in grows and "grows less than" not in grows
 
 
 def test_update_groups_split_the_parameters_that_move_the_output():
@@ -266,46 +280,122 @@ def test_update_groups_split_the_parameters_that_move_the_output():
 
 def test_training_sentence_both_branches():
     from normedu.claims import since2020_placement as C
-    from normedu.experiments.since2020_placement import TrainResult
 
-    def result(post_trains: bool):
-        runs = [_run("post", 0.1 if post_trains else 2.6, post_trains)]
-        runs += [_run(p, 0.01, True) for p in ("pre", "sandwich", "olmo2", "deepnorm")]
-        return TrainResult(runs, 8, 32, 5e-3, 90, 2.64)
+    def record(post_trains: bool):
+        def one(k):
+            runs = {
+                p: {
+                    "final_loss": 0.01 + 0.001 * k,
+                    "before_loss": 0.02,
+                    "diverged": False,
+                    "trained": True,
+                }
+                for p in ("pre", "sandwich", "olmo2", "deepnorm")
+            }
+            post = 0.1 + 0.01 * k if post_trains else 2.6 + 0.01 * k
+            runs["post"] = {
+                "final_loss": post,
+                "before_loss": post,
+                "diverged": False,
+                "trained": post_trains,
+            }
+            return {"runs": runs, "depth": 8, "lr": 5e-3, "steps": 90, "chance_loss": 2.64}
 
-    assert "**Every placement except Post-LN learns**" in C.describe_training(result(False))
-    assert "**not** the expected pattern" in C.describe_training(result(True))
+        return _record(train=[one(k) for k in range(3)])  # fmt: skip
+
+    no_post = C.describe_training(record(False))
+    assert "**Post-LN fails; Pre-LN, the sandwich and DeepNorm learn**" in no_post
+    assert "OLMo 2's output norm learns too" in no_post
+    assert "was still falling" in no_post and "Post-LN was still" not in no_post
+    assert "**not** the expected pattern" in C.describe_training(record(True))
+
+
+def _init(depth=3, seeds=3, grads=None):
+    from normedu.experiments.since2020_placement import PLACEMENTS, InitProfiles
+
+    line = [[1.0 + 0.1 * b for b in range(depth)] for _ in range(seeds)]
+    grads = grads or {p: line for p in PLACEMENTS}
+    return InitProfiles(depth, 8, seeds, {p: line for p in PLACEMENTS}, grads,
+                        {p: line for p in PLACEMENTS}, {p: line for p in PLACEMENTS},
+                        {p: line for p in PLACEMENTS})  # fmt: skip
 
 
 def test_figures_are_drawn():
     from matplotlib.figure import Figure
 
-    from normedu.experiments.since2020_placement import PLACEMENTS, InitProfiles, TrainResult
+    from normedu.experiments.since2020_placement import PLACEMENTS, SweepResult, TrainResult
     from normedu.plots import since2020_placement as PL
 
-    line = [1.0, 2.0, 3.0]
-    init = InitProfiles(3, 8, 1, {p: line for p in PLACEMENTS}, {p: line for p in PLACEMENTS})
     runs = [_run(p, 0.5, True) for p in PLACEMENTS]
     for r in runs:
         r.losses = [2.0, 1.0, 0.5]
+    sweep = [_run("plain", 0.01, True, 1e-3, (5.0,)), _run("qk_norm", 0.01, True, 1e-3, (4.0,))]
+    for r in sweep:
+        r.losses = [2.0, 1.0, 0.5]
     figs = [
         PL.dataflow_figure(),
-        PL.init_figure(init),
+        PL.init_figure(_init()),
         PL.training_figure(TrainResult(runs, 3, 8, 1e-3, 3, 2.6)),
-        PL.sweep_figure(_sweep(True)),
+        PL.sweep_figure(SweepResult(sweep, [1e-3], 2, 64, 32, 3, 2.64)),
     ]
     assert all(isinstance(f, Figure) for f in figs)
 
 
-def test_the_init_profile_text_reports_the_block_to_block_scatter():
-    """No trend from first to last is not "level": the text gives the largest block's gradient
-    over the smallest, so a scatter of ×3 (Post-LN's at this size) shows."""
-    from normedu.claims import since2020_placement as C
-    from normedu.experiments.since2020_placement import InitProfiles
+def test_trend_and_near_rules_word_what_every_seed_shows():
+    """The trend rule fits every block (not only the two ends) and says "no trend" only when
+    the seeds are clearly inside ×1.5; the near rule says "within" only when clearly inside."""
+    from normedu.claims import since2020_placement_words as W
 
-    grads = {"pre": [1.0, 0.1], "sandwich": [1.0, 0.1], "olmo2": [1.0, 0.1],
-             "post": [0.5, 1.5, 0.6], "deepnorm": [0.1, 0.1, 0.1]}  # fmt: skip
-    stream = {p: [1.0, 2.0] for p in grads}
-    text = C.describe_init(InitProfiles(3, 8, 1, stream, grads))
-    assert "show no trend from first to last" in text
-    assert "×3.0 for Post-LN" in text and "×1.0 for DeepNorm" in text
+    depth = 8
+    rising = [[math.exp(0.2 * b + 0.01 * k) for b in range(depth)] for k in range(3)]
+    # flat ends but a large dip in the middle: last/first is 1, the fitted line is not level
+    dip = [[1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 1.0 + 0.01 * k] for k in range(3)]
+    level = [[1.0 + 0.01 * ((b + k) % 2) for b in range(depth)] for k in range(3)]
+    init = _init(depth, 3, {"post": rising, "deepnorm": level, "pre": dip, "sandwich": level,
+                            "olmo2": level})  # fmt: skip
+    fits = {p: init.fitted_last_over_first(p) for p in ("post", "deepnorm")}
+    assert fits["post"] == pytest.approx([math.exp(0.2 * 7)] * 3)  # exp(slope · (L − 1))
+    assert W.trend(fits["post"]) == "rises" and W.trend(fits["deepnorm"]) == "flat"
+    # seeds that disagree: one rises, one falls, one level
+    assert W.trend([3.0, 1 / 3.0, 1.0]) == "unclear"
+    assert W.near([1.0, 1.02, 0.98], 1.0) == "within"
+    assert W.near([0.5, 0.55, 0.52], 1.0) == "below"
+    assert W.near([0.7, 1.3, 1.0], 1.0) == "unclear"  # straddles both edges
+
+
+def test_gelu_factor_matches_a_monte_carlo_estimate():
+    from normedu.claims.since2020_placement_words import gelu_factor
+
+    z = torch.randn(400_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    z = z * math.sqrt(0.4)
+    mc = float(F.gelu(0.25 * z).pow(2).mean().sqrt() / F.gelu(z).pow(2).mean().sqrt())
+    assert gelu_factor(0.25, 0.4) == pytest.approx(mc, rel=5e-3)
+    assert gelu_factor(1.0, 0.4) == pytest.approx(1.0)
+    assert gelu_factor(0.25, 0.4) < 0.25  # GELU is flatter near 0: less than beta
+
+
+def test_live_in_record_widens_the_range_by_half_its_width():
+    from normedu.claims.since2020_placement_words import live_in_record
+
+    inside, outside = live_in_record({"a": (1.24, [1.0, 1.1, 1.2]), "b": (1.35, [1.0, 1.2])})
+    assert (inside, outside) == (1, ["b"])  # a: 1.0-1.2 widened to 0.9-1.3; b the same, 1.35 beyond
+
+
+def test_the_committed_seed_record_is_current_and_words_hold_on_it():
+    """The record the page's verdicts rest on was measured with today's sizes, over at least
+    three seeds, and its verdicts are the ones the page's prose expects."""
+    from dataclasses import asdict
+
+    from normedu import records
+    from normedu.claims import since2020_placement as C
+    from normedu.experiments import since2020_placement as E
+    from normedu.experiments.since2020_seeds import RECORD, seed_record
+
+    assert RECORD not in records.stale()
+    stored = records.read(RECORD)["data"]
+    today = json.loads(json.dumps(asdict(E.SIZES["cpu"])))  # tuples stored as lists
+    assert stored["size"] == today and stored["offset"] == 0
+    rec = seed_record()
+    assert rec.n >= 3 and len(rec.train) == len(rec.sweep) == len(rec.update) == rec.n
+    assert C.expected_training(rec) and C.deepnorm_bounded(rec)
+    assert C.logits_grow(rec) and C.qk_bounded(rec) and C.qk_rescues(rec)

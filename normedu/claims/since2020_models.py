@@ -24,8 +24,9 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         "no",
         UNVERIFIED,
         cite("touvron2023llama") + "; " + cite("meta_llama_code", where="llama/model.py"),
-        "reference code: RMSNorm before attention and before the feed-forward layer, one after "
-        "the last block; eps comes from params.json, which is not in the repository",
+        "reference code of the LLaMA 1 release (branch llama_v1): RMSNorm before attention and "
+        "before the feed-forward layer, one after the last block; eps comes from params.json, "
+        "which is not in the repository",
     ),
     (
         "llama2",
@@ -38,11 +39,11 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         + "; "
         + cite("meta_llama_code", where="llama/model.py")
         + "; "
-        + cite("llama_models_skus", where="models/sku_list.py"),
+        + cite("llama_models_skus", where="llama_models/sku_list.py"),
         "the paper keeps LLaMA's pre-normalization with RMSNorm; no released params.json read. "
-        "meta-llama/llama-models' models/sku_list.py lists norm_eps 1e-05 for the Llama 2 "
-        "models, but those entries carry Llama 3's values (n_kv_heads 8, vocab_size 128256, "
-        "rope_theta 500000), so they are not taken as Llama 2's",
+        "The llama-models package (release 0.0.50) lists norm_eps 1e-05 for the Llama 2 "
+        "models, but those entries carry Llama 3's n_kv_heads 8 and rope_theta 500000, so they "
+        "are not taken as Llama 2's",
     ),
     (
         "llama3",
@@ -51,9 +52,11 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         "pre",
         "no",
         "1e-5",
-        cite("grattafiori2024llama3") + "; " + cite("llama3_params", where="params.json"),
-        "eps from a released configuration file, the params.json of Meta-Llama-3-8B-Instruct "
-        "(norm_eps 1e-05); placement as LLaMA's",
+        cite("grattafiori2024llama3")
+        + "; "
+        + cite("llama3_params", where="llama_models/sku_list.py"),
+        "eps from Meta's released model registry, the llama-models package (release 0.0.50 on "
+        "PyPI): the Llama 3 8B and 70B entries set norm_eps 1e-05; placement as LLaMA's",
     ),
     (
         "mistral",
@@ -62,9 +65,11 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         "pre",
         "no",
         UNVERIFIED,
-        cite("jiang2023mistral") + "; " + cite("mistral_inference", where="one_file_ref.py"),
-        "reference code: attention_norm, ffn_norm before the sub-layers, norm at the end; "
-        "eps from params.json, not read",
+        cite("jiang2023mistral")
+        + "; "
+        + cite("mistral_inference", where="mistral_inference/model.py"),
+        "reference code (package release 1.0.4): attention_norm, ffn_norm before the "
+        "sub-layers, norm at the end; eps from params.json (norm_eps, no default), not read",
     ),
     (
         "gemma1",
@@ -125,9 +130,11 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         "pre",
         "no (bias on q, k, v)",
         UNVERIFIED,
-        cite("qwen2024qwen25") + "; " + cite("hf_qwen3_code", where="modular_qwen3.py"),
-        "the report: pre-normalization with RMSNorm; Qwen3's code adds q_norm and k_norm to "
-        "the Qwen2 attention, which has none; no config.json read",
+        cite("qwen2024qwen25") + "; " + cite("hf_qwen2_code", where="modeling_qwen2.py"),
+        "the report: pre-normalization with RMSNorm. transformers' Qwen2 model (release "
+        "v4.51.0), which Qwen2.5 uses: Qwen2Attention's q_proj, k_proj and v_proj have biases "
+        "and no norm acts on queries or keys; input_layernorm and post_attention_layernorm "
+        "before the two sub-layers. No config.json read",
     ),
     (
         "qwen3",
@@ -137,8 +144,9 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         "yes, over each head's features",
         UNVERIFIED,
         cite("qwen2025qwen3") + "; " + cite("hf_qwen3_code", where="modular_qwen3.py"),
-        "q_norm and k_norm are RMSNorms over head_dim ('unlike olmo, only on the head dim'); "
-        "their eps is config.rms_norm_eps, whose released value was not read",
+        "transformers' Qwen3 model (release v4.51.0): Qwen3Attention, built on the Llama "
+        "attention, adds q_norm and k_norm, RMSNorms over head_dim ('unlike olmo, only on the "
+        "head dim'); their eps is config.rms_norm_eps, whose released value was not read",
     ),
     (
         "deepseekv3",
@@ -152,13 +160,58 @@ MODELS: tuple[tuple[str, str, str, str, str, str, str, str], ...] = (
         "multi-head latent attention) first compresses the stream to a short vector and "
         "normalizes that (q_norm, kv_norm), not each head's queries and keys. Every RMSNorm is "
         "built as RMSNorm(dim) with eps = 1e-6, and ModelArgs, the configuration the released "
-        "config files fill, has no eps field: the reference code fixes the value",
+        "config files fill, has no eps field: the reference code (as released with the weights "
+        "on the Hugging Face Hub) fixes the value",
     ),
 )
 
 
+#: Per row of :data:`MODELS`, the source's own words behind it (code is quoted as written) and
+#: where they stand; a row without an entry quotes nothing (its source was not read again here).
+QUOTES: dict[str, tuple[str, str]] = {
+    "llama1": (
+        "self.attention_norm = RMSNorm(args.dim, eps=args.norm_eps)",
+        "llama/model.py, TransformerBlock.__init__",
+    ),
+    "llama2": (
+        '"norm_eps": 1e-05, "rope_theta": 500000.0, "use_scaled_rope": False,',
+        "llama_models/sku_list.py, llama2_base_models, Llama 2 7b",
+    ),
+    "llama3": ('"norm_eps": 1e-05,', "llama_models/sku_list.py, llama3_base_models, Llama 3 8b"),
+    "mistral": (
+        "self.attention_norm = RMSNorm(args.dim, eps=args.norm_eps)",
+        "mistral_inference/model.py, TransformerBlock.__init__",
+    ),
+    "gemma1": ("rms_norm_eps: float = 1e-6", "gemma/config.py, GemmaConfig"),
+    "gemma2": (
+        "use_pre_ffw_norm=True, use_post_ffw_norm=True, final_logit_softcapping=30.0, "
+        "attn_logit_softcapping=50.0,",
+        "gemma/config.py, get_config_for_9b",
+    ),
+    "gemma3": (
+        "use_post_attn_norm=True, use_post_ffw_norm=True, use_qk_norm=True,",
+        "gemma/transformer.py, TransformerConfig.gemma3_27b",
+    ),
+    "qwen25": (
+        "self.q_proj = nn.Linear(config.hidden_size, config.num_attention_heads * "
+        "self.head_dim, bias=True)",
+        "modeling_qwen2.py, Qwen2Attention.__init__",
+    ),
+    "qwen3": (
+        "self.q_norm = Qwen3RMSNorm(self.head_dim, eps=config.rms_norm_eps)  # unlike olmo, "
+        "only on the head dim!",
+        "modular_qwen3.py, Qwen3Attention.__init__",
+    ),
+    "deepseekv3": (
+        "def __init__(self, dim: int, eps: float = 1e-6):",
+        "inference/model.py, RMSNorm",
+    ),
+}
+
+
 def model_row(row) -> Claim:
     key, model, norm, where, qk, eps, source, how = row
+    quote, quote_where = QUOTES.get(key, ("", ""))
     return Claim(
         id=f"since2020_placement.model_{key}",
         chapter=CHAPTER,
@@ -168,4 +221,6 @@ def model_row(row) -> Claim:
         verdict="cited",
         device="—",
         note="ε not read from a released configuration" if eps == UNVERIFIED else "",
+        quote=quote,
+        quote_where=quote_where,
     )

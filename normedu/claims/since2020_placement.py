@@ -1,309 +1,94 @@
 """Claims of the chapter "Where the norm goes in today's large models"
 (book/since2020_placement.md), on its cached runs.
 
-Also the sentences the page shows under its measurements (``describe_*``), built here from
-the results so that every branch is unit-testable. The table of today's models and its
-claims are in :mod:`.since2020_models` (re-exported here).
+The sentences the page shows under its measurements (``describe_*``) and the rules that word
+them are in :mod:`.since2020_placement_words` (re-exported here); the table of today's models
+and its claims in :mod:`.since2020_models` (re-exported here). The expensive experiments'
+claims rest on the committed multi-seed record of
+:mod:`normedu.experiments.since2020_seeds`.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..claim import Claim, cite, claims_for, device_for, verdict, verdict_by_parts
+from ..seeding import compare
 from .since2020_models import MODELS, UNVERIFIED, model_row
 
-__all__ = ["CHAPTER", "MODELS", "UNVERIFIED", "check", "model_row"]
+__all__ = [
+    "BOUND_GROUP",
+    "BOUNDED",
+    "CHAPTER",
+    "MODELS",
+    "TRAINED_FRACTION",
+    "UNVERIFIED",
+    "check",
+    "deepnorm_bounded",
+    "describe_fc2_ratio",
+    "describe_init",
+    "describe_precision",
+    "describe_stream_end",
+    "describe_sweep",
+    "describe_training",
+    "describe_updates",
+    "expected_training",
+    "learns",
+    "live_in_record",
+    "logits_grow",
+    "model_row",
+    "outcome",
+    "outcome_rule",
+    "qk_bounded",
+    "qk_rescues",
+]
 
 CHAPTER = "since2020_placement"
 THIS_CHAPTER = "this course, chapter 'Where the norm goes in today's large models'"
 
-#: A run "fails" when its final loss is above half the chance loss (``Run.trained`` is
-#: False); below that it "learned partly", and below TRAINED_FRACTION of the chance loss it
-#: "trained".
-TRAINED_FRACTION = 0.1
-#: DeepNorm's update "stays bounded" if growing by at most BOUNDED from the shallowest to the
-#: deepest stack.
-BOUNDED = 2.0
-#: The group of parameters DeepNet's bound covers (the sub-layers' matrices).
-BOUND_GROUP = "block matrices"
-#: With float32 statistics the variance is "to float32 accuracy" below this relative error.
-FLOAT32_ACCURACY = 1e-6
+#: With float32 statistics the variance is "to float32 accuracy" below this relative error:
+#: the worst-case rounding of a float32 running sum over one chunk's 128 numbers, 128 · 2^-24
+#: (Welford/Chan's states run over N_ROW / 32 = 128 numbers each).
+FLOAT32_ACCURACY = 128 * 2.0**-24
 
-# --------------------------------------------------------------------------- page sentences
-
-
-def _label(p: str) -> str:
-    from ..experiments.since2020_placement import LABELS
-
-    return LABELS[p]
-
-
-def outcome(run, chance: float) -> str:
-    """ "diverged", "failed" (final loss above half of ``chance``), "trained" (below
-    TRAINED_FRACTION of it) or, in between, "learned partly"."""
-    if run.diverged:
-        return "diverged"
-    if not run.trained:
-        return "failed"
-    return "trained" if run.final_loss < TRAINED_FRACTION * chance else "learned partly"
-
-
-def outcome_rule(chance: float) -> str:
-    """The thresholds of :func:`outcome`, in words, for a task of chance loss ``chance``."""
-    return (
-        f"'trained' means a final loss below {TRAINED_FRACTION:g} × chance "
-        f"({TRAINED_FRACTION * chance:.2f}), 'learned partly' below half of chance "
-        f"({0.5 * chance:.2f}), 'failed' above that"
-    )
-
-
-def describe_init(init) -> str:
-    """The stream and gradient profiles at init (:class:`InitProfiles`), in words."""
-    lof = {p: init.last_over_first(p) for p in init.grads}
-    spread = {p: max(init.grads[p]) / min(init.grads[p]) for p in ("post", "deepnorm")}
-
-    def ends(p: str) -> str:
-        s = init.stream[p]
-        return f"{s[0]:.2f} to {s[-1]:.2f} (×{init.growth(p):.1f})"
-
-    return (
-        f"From the first block to the last (block {init.depth}) the residual stream's RMS goes "
-        "from "
-        f"{ends('pre')} in Pre-LN, {ends('sandwich')} with the sandwich and {ends('olmo2')} "
-        f"with OLMo 2's output norm; it goes from {ends('post')} in Post-LN and "
-        f"{ends('deepnorm')} in DeepNorm, whose every sub-block ends in a norm. The "
-        "last block's fc2 gradient over the first block's is "
-        + ", ".join(f"{lof[p]:.2f} ({_label(p)})" for p in lof)
-        + ": "
-        + (
-            "the placements that never normalize the stream give their early blocks the "
-            "larger gradients"
-            if all(lof[p] < 1 for p in ("pre", "sandwich", "olmo2"))
-            else "the placements that never normalize the stream do **not** all give their "
-            "early blocks the larger gradients"
-        )
-        + ", the two that normalize it show "
-        + (
-            "no trend from first to last"
-            if all(0.5 <= lof[p] <= 2 for p in ("post", "deepnorm"))
-            else "a trend from first to last"
-        )
-        + " (from block to block, the largest over the smallest is "
-        + ", ".join(f"×{spread[p]:.1f} for {_label(p)}" for p in ("post", "deepnorm"))
-        + ")."
-    )
-
-
-def deepnorm_bounded(upd) -> bool:
-    """DeepNorm's change from the parameters the bound covers grows at most ×BOUNDED."""
-    return upd.ratio("deepnorm", BOUND_GROUP) <= BOUNDED
-
-
-def _series(values) -> str:
-    return " / ".join(f"{v:.3g}" for v in values)
-
-
-def describe_updates(upd) -> str:
-    """The output change per SGD step (:class:`UpdateSizes`), in words."""
-    depths = " / ".join(str(d) for d in upd.depths)
-    c = upd.change
-    smaller = min(c["post"][i] / c["deepnorm"][i] for i in range(len(upd.depths)))
-    peak = int(np.argmax(c["post"]))
-    post_shape = (
-        f"Post-LN's change peaks at {c['post'][peak]:.3g} at {upd.depths[peak]} layers"
-        if 0 < peak < len(upd.depths) - 1
-        else f"Post-LN's change is largest at {upd.depths[peak]} layers"
-    )
-    first = (
-        f"At {depths} layers, one SGD step with every parameter moved changes the output by "
-        f"{_series(c['post'])} per unit learning rate in Post-LN, {_series(c['pre'])} in "
-        f"Pre-LN and {_series(c['deepnorm'])} in DeepNorm: DeepNorm's change is "
-        f"{smaller:.1f}× smaller than Post-LN's or more at every depth, and {post_shape}. "
-        f"DeepNorm's total still grows ×{upd.ratio('deepnorm'):.1f}."
-    )
-    g = upd.groups["deepnorm"]
-    m = g[BOUND_GROUP]
-    split = (
-        f" Split by what the step moves: the block matrices alone (the value, output and "
-        f"feed-forward weights, which the bound covers, and the queries and keys, which it "
-        f"assumes away) change DeepNorm's output by "
-        f"{_series(m)} (×{upd.ratio('deepnorm', BOUND_GROUP):.2f}; Post-LN's by "
-        f"{_series(upd.groups['post'][BOUND_GROUP])}); the norms' gains and biases by "
-        f"{_series(g['norm gains and biases'])} "
-        f"(×{upd.ratio('deepnorm', 'norm gains and biases'):.1f}); the blocks' biases by "
-        f"{_series(g['block biases'])}; the embeddings by {_series(g['embeddings'])}."
-    )
-    grower = max(g, key=lambda k: upd.ratio("deepnorm", k))
-    if deepnorm_bounded(upd):
-        return (
-            first
-            + split
-            + " **For the parameters the theorem bounds, the change does not grow with depth**; "
-            + f"the growth of the total comes from the {grower}, which the bound leaves out."
-        )
-    return (
-        first
-        + split
-        + " Even for the block matrices the change grows with depth here: the bound is "
-        "**not** independent of depth in this model."
-    )
-
-
-def expected_training(res) -> bool:
-    """Post-LN fails; every other placement trains."""
-    return (not res.run("post").trained) and all(r.trained for r in res.runs if r.label != "post")
-
-
-def describe_training(res) -> str:
-    """The training runs at depth (:class:`TrainResult`), in words."""
-    post = res.run("post")
-    others = [r for r in res.runs if r.label != "post"]
-    ch = res.chance_loss
-    losses = ", ".join(f"{_label(r.label)} {r.final_loss:.3f} ({outcome(r, ch)})" for r in others)
-    head = (
-        f"At {res.depth} layers with Adam at learning rate {res.lr:g} from the first step, "
-        f"Post-LN's loss after {res.steps} steps is {post.final_loss:.3f} (chance "
-        f"{ch:.2f}): it {outcome(post, ch)}. The others: {losses} ({outcome_rule(ch)})."
-    )
-    if expected_training(res):
-        partly = [_label(r.label) for r in others if outcome(r, ch) == "learned partly"]
-        return head + (
-            " **Every placement except Post-LN learns**, DeepNorm included, although its "
-            "residual sum is normalized like Post-LN's: the α-weighted residual and the "
-            "β-scaled initialization are the whole difference."
-            + (
-                f" {' and '.join(partly)} learned only partly in these {res.steps} steps."
-                if partly
-                else ""
-            )
-        )
-    return head + " This is **not** the expected pattern (Post-LN alone failing)."
-
-
-def qk_rescues(sweep) -> list[float]:
-    """Learning rates at which the plain stack fails and the QK-norm stack trains."""
-    return [
-        lr for lr in sweep.lrs if not sweep.get(False, lr).trained and sweep.get(True, lr).trained
-    ]
-
-
-def logits_grow(sweep) -> bool:
-    """Without QK-norm the peak logit at the largest rate is at least 100× the smallest's."""
-    lo, hi = sweep.lrs[0], sweep.lrs[-1]
-    return sweep.get(False, hi).peak_logit >= 100 * sweep.get(False, lo).peak_logit
-
-
-def qk_bounded(sweep) -> bool:
-    return all(
-        v <= b * (1 + 1e-5)
-        for r in sweep.runs
-        if r.label == "qk_norm"
-        for v, b in zip(r.max_logits, r.logit_bounds, strict=True)
-    )
-
-
-def describe_sweep(sweep) -> str:
-    """The logit-growth sweep (:class:`SweepResult`), in words."""
-    lo, hi = sweep.lrs[0], sweep.lrs[-1]
-    plain = {lr: sweep.get(False, lr) for lr in sweep.lrs}
-    qk = {lr: sweep.get(True, lr) for lr in sweep.lrs}
-    parts = [
-        f"Without QK-norm the largest attention logit peaks at {plain[lo].peak_logit:.3g} at "
-        f"learning rate {lo:g} and at {plain[hi].peak_logit:.3g} at {hi:g}; with QK-norm at "
-        f"{qk[lo].peak_logit:.3g} and {qk[hi].peak_logit:.3g}. "
-        + (
-            "**The logits grow with the learning rate when nothing bounds them**, "
-            if logits_grow(sweep)
-            else "The growth stays **below** a factor of 100 here, "
-        )
-        + (
-            "and with QK-norm every recorded logit stays within its bound √Dh·max|g_q|·max|g_k|."
-            if qk_bounded(sweep)
-            else "and some QK-norm logit **exceeds** its bound: a bug."
-        )
-    ]
-    rescued = qk_rescues(sweep)
-    if rescued:
-        parts.append(
-            "At "
-            + ", ".join(f"{lr:g}" for lr in rescued)
-            + " the plain stack fails (final loss "
-            + ", ".join(f"{plain[lr].final_loss:.2f}" for lr in rescued)
-            + ") and the QK-norm stack "
-            + ", ".join(
-                f"{outcome(qk[lr], sweep.chance_loss)} (final loss {qk[lr].final_loss:.3f})"
-                for lr in rescued
-            )
-            + f"; chance is {sweep.chance_loss:.2f}, and {outcome_rule(sweep.chance_loss)}. "
-            "**QK-norm widens the range of learning rates at which the model learns**, as "
-            "Wortsman et al. report."
-        )
-    else:
-        parts.append(
-            "But at no learning rate of this sweep does QK-norm turn a failing run into one "
-            "that trains (final losses "
-            + "; ".join(
-                f"lr {lr:g}: {plain[lr].final_loss:.3f} without, {qk[lr].final_loss:.3f} with"
-                for lr in sweep.lrs
-            )
-            + "): at this size the loss part of the effect is **not reproduced**."
-        )
-    return " ".join(parts)
-
-
-def describe_precision(res) -> str:
-    """The variance errors (:class:`PrecisionResult`), in words."""
-    from ..halfprec import FLOAT32_STATS, LARGE_MEAN, WELFORD_M2_FLOAT32
-
-    e = res.errors
-    big = {d: e[d][str(LARGE_MEAN[d])] for d in e}
-    half = [d for d in e if d != "float32"]
-
-    def col(name: str, ds) -> str:
-        return ", ".join(f"{big[d][name]:.1e} ({d})" for d in ds)
-
-    one = {d: big[d]["one-pass"] for d in e}
-    f32 = [e[d][m][FLOAT32_STATS] for d in half for m in e[d]]
-    ratio = min(big[d]["two-pass, sums in dtype"] / big[d]["two-pass"] for d in half)
-    z16 = e["bfloat16"]["0.0"]
-    return (
-        "At the large mean, the one-pass formula's relative error is "
-        + ", ".join(f"{one[d]:.2g} in {d}" for d in one)
-        + (
-            ": **every digit lost** in every dtype. "
-            if all(v >= 0.5 for v in one.values())
-            else ": not every digit is lost. "
-        )
-        + f"Two-pass with torch's reductions keeps {col('two-pass', e)}; with its running "
-        f"sums stored in the dtype, {col('two-pass, sums in dtype', half)}: at least "
-        f"{ratio:.0f}× worse in half precision, the size of Welford/Chan's "
-        f"{col('Welford/Chan', half)}. Near mean 0 Welford/Chan's error comes from its sum "
-        f"of squared deviations: in bfloat16 it is {z16['Welford/Chan']:.1e}, and "
-        f"{z16[WELFORD_M2_FLOAT32]:.1e} with only that sum kept in float32. With the row in "
-        f"half precision and two-pass statistics in float32 the error is at most "
-        f"{max(f32):.0e}: float32 statistics formed by a stable algorithm, not the algorithm "
-        "alone, are why kernels keep their statistics in float32."
-    )
-
+# The page's sentences and the rules that word them live in .since2020_placement_words
+# (and .halfprec_words for the half-precision table).
+from .halfprec_words import describe_precision  # noqa: E402
+from .since2020_placement_words import (  # noqa: E402
+    BOUND_GROUP,
+    BOUNDED,
+    TRAINED_FRACTION,
+    deepnorm_bounded,
+    describe_fc2_ratio,
+    describe_init,
+    describe_stream_end,
+    describe_sweep,
+    describe_training,
+    describe_updates,
+    expected_training,
+    learns,
+    live_in_record,
+    logits_grow,
+    outcome,
+    outcome_rule,
+    qk_bounded,
+    qk_rescues,
+)
 
 # --------------------------------------------------------------------------- claims
 
 
 @claims_for(CHAPTER)
 def check(preset: str | None = None) -> list[Claim]:
-    from ..device import preset_name
+    """The chapter's claims: the expensive experiments' from the committed multi-seed record
+    (CPU sizes), the rest computed here."""
     from ..experiments import since2020_placement as E
+    from ..experiments.since2020_seeds import seed_record
 
-    preset = preset or preset_name()
-    dev = device_for(preset)
     cpu = device_for("cpu")
-    out = [deepnorm_constants(cpu), deepnorm_update(E.update_sizes(preset), dev)]
-    out += [post_fails(E.train_depth(preset), dev)]
-    sweep = E.logit_sweep(preset)
-    out += [logit_growth(sweep, dev), qk_bound(sweep, dev), qk_lr_range(sweep, dev)]
+    rec = seed_record()
+    out = [deepnorm_constants(cpu), deepnorm_update(rec, cpu), post_fails(rec, cpu)]
+    out += [logit_growth(rec, cpu), qknorm_origin(), qk_bound(rec, cpu), qk_lr_range(rec, cpu)]
     prec = E.precision_errors()
     out += [fp16_overflow(prec, cpu), one_pass_cancels(prec, cpu), float32_state(prec, cpu)]
     return out + [model_row(row) for row in MODELS]
@@ -335,12 +120,29 @@ def deepnorm_constants(dev: str) -> Claim:
         f"β = {deepnorm_beta(n):.6f}",
         verdict=verdict(ok),
         device=dev,
+        quote="In-depth theoretical analysis shows that model updates can be bounded in a "
+        "stable way.",
+        quote_where="Abstract",
     )
 
 
-def deepnorm_update(upd, dev: str) -> Claim:
-    g = upd.groups["deepnorm"]
-    depths = " / ".join(str(d) for d in upd.depths)
+def _seeds_note(rec) -> str:
+    return (
+        f"{rec.n} seeds, from the committed record measured on {rec.measured}; verdict by the "
+        "course's rule (every seed agrees, or the mean beyond twice its standard error)"
+    )
+
+
+def _series(values) -> str:
+    return " / ".join(f"{v:.3g}" for v in values)
+
+
+def deepnorm_update(rec, dev: str) -> Claim:
+    import math
+
+    ups = rec.update
+    depths = " / ".join(str(d) for d in ups[0].depths)
+    mats = [u.ratio("deepnorm", BOUND_GROUP) for u in ups]
     norms = "norm gains and biases"
     return Claim(
         id="since2020_placement.deepnorm_update",
@@ -348,89 +150,146 @@ def deepnorm_update(upd, dev: str) -> Claim:
         claim="With DeepNorm's α and β the change of the model's output per update, from the "
         "sub-layers' matrices the bound covers, is bounded independently of the depth",
         source=cite("wang2022deepnet", where="§4"),
-        measured=f"RMS output change / lr after one SGD step at init, {depths} layers, "
-        f"moving only the block matrices: DeepNorm {_series(g[BOUND_GROUP])} "
-        f"(×{upd.ratio('deepnorm', BOUND_GROUP):.2f}), Post-LN "
-        f"{_series(upd.groups['post'][BOUND_GROUP])}; DeepNorm moving only the norms' gains "
-        f"and biases {_series(g[norms])}, all parameters {_series(upd.change['deepnorm'])}",
-        verdict=verdict(deepnorm_bounded(upd)),
+        measured=f"RMS output change / lr after one SGD step at init, {depths} layers, moving "
+        f"only the block matrices: DeepNorm's growth from the shallowest to the deepest "
+        f"{_series(mats)} per seed (seed 0: {_series(ups[0].groups['deepnorm'][BOUND_GROUP])}; "
+        f"Post-LN {_series(ups[0].groups['post'][BOUND_GROUP])}); moving only the norms' gains "
+        f"and biases it grows {_series([u.ratio('deepnorm', norms) for u in ups])}, all "
+        f"parameters {_series([u.ratio('deepnorm') for u in ups])}",
+        verdict=verdict(deepnorm_bounded(rec)),
         device=dev,
-        note=f"growing ×{BOUNDED:g} or less counts as bounded; the total still grows "
-        f"×{upd.ratio('deepnorm'):.1f}, through the norms' gains and biases (×"
-        f"{upd.ratio('deepnorm', norms):.1f}), which the bound leaves out",
+        note=f"growing clearly less than ×{BOUNDED:g} counts as bounded; {_seeds_note(rec)}",
+        per_seed={"log growth, block matrices": [math.log(m) for m in mats]},
+        quote="In-depth theoretical analysis shows that model updates can be bounded in a "
+        "stable way.",
+        quote_where="Abstract",
     )
 
 
-def post_fails(res, dev: str) -> Claim:
-    parts = [not res.run("post").trained] + [
-        r.trained for r in res.runs if r.label in ("pre", "deepnorm")
-    ]
+def post_fails(rec, dev: str) -> Claim:
+    from ..experiments.since2020_placement import PLACEMENTS
+
+    t0 = rec.train[0]
+    parts = [learns(rec, "post") < 0] + [learns(rec, p) > 0 for p in ("pre", "deepnorm")]
+    losses = {p: [t["runs"][p]["final_loss"] for t in rec.train] for p in PLACEMENTS}
     return Claim(
         id="since2020_placement.post_fails",
         chapter=CHAPTER,
         claim="Without warm-up a deep Post-LN stack fails to train where Pre-LN and DeepNorm train",
         source=cite("wang2022deepnet"),
-        measured=f"{res.depth} layers, Adam lr {res.lr:g}, {res.steps} steps, final losses: "
-        + ", ".join(f"{r.label} {r.final_loss:.3f}" for r in res.runs)
-        + f" (chance {res.chance_loss:.2f})",
+        measured=f"{t0['depth']} layers, Adam lr {t0['lr']:g}, {t0['steps']} steps, final losses "
+        "per seed: "
+        + "; ".join(f"{p} {_series(v)}" for p, v in losses.items())
+        + f" (chance {t0['chance_loss']:.2f}; fails: clearly above half of it)",
         verdict=verdict_by_parts(parts),
         device=dev,
-        note="a shallow stack at a high learning rate, not the paper's hundreds of layers",
+        note="a shallow stack at a high learning rate, not the paper's hundreds of layers; "
+        + _seeds_note(rec),
+        per_seed={f"final loss, {p}": losses[p] for p in ("post", "pre", "deepnorm")},
+        quote="The proposed method combines the best of two worlds, i.e., good performance of "
+        "Post-LN and stable training of Pre-LN",
+        quote_where="Abstract",
     )
 
 
-def logit_growth(sweep, dev: str) -> Claim:
-    lo, hi = sweep.lrs[0], sweep.lrs[-1]
+def _peaks(rec, label: str, lr: float) -> list[float]:
+    return [next(r["peak_logit"] for r in s["runs"] if r["label"] == label and r["lr"] == lr)
+            for s in rec.sweep]  # fmt: skip
+
+
+def logit_growth(rec, dev: str) -> Claim:
+    s0 = rec.sweep[0]
+    lo, hi = s0["lrs"][0], s0["lrs"][-1]
     return Claim(
         id="since2020_placement.logit_growth",
         chapter=CHAPTER,
-        claim="Without QK-norm the largest attention logit grows during training at high "
-        "learning rates, in small models too",
+        claim="Without QK-norm the largest attention logit grows during training until the "
+        "softmax saturates; it appears at high learning rates in small models too",
         source=cite("dehghani2023scaling") + "; " + cite("wortsman2024small"),
-        measured=f"{sweep.depth}-layer Pre-LN stack, d_model {sweep.d_model}: peak |logit| "
-        + ", ".join(f"{sweep.get(False, lr).peak_logit:.3g} at lr {lr:g}" for lr in sweep.lrs)
-        + f" (with QK-norm {sweep.get(True, lo).peak_logit:.3g} to "
-        f"{sweep.get(True, hi).peak_logit:.3g})",
-        verdict=verdict(logits_grow(sweep)),
+        measured=f"{s0['depth']}-layer Pre-LN stack, d_model {s0['d_model']}, {s0['steps']} "
+        f"steps, peak |logit| per seed: {_series(_peaks(rec, 'plain', lo))} at lr {lo:g}, "
+        f"{_series(_peaks(rec, 'plain', hi))} at lr {hi:g} (with QK-norm "
+        f"{_series(_peaks(rec, 'qk_norm', hi))} at lr {hi:g}); grows means clearly at least "
+        "100×",
+        verdict=verdict(logits_grow(rec)),
         device=dev,
+        note=_seeds_note(rec),
+        per_seed={
+            f"peak logit, lr {hi:g}": _peaks(rec, "plain", hi),
+            f"peak logit, lr {lo:g}": _peaks(rec, "plain", lo),
+        },  # fmt: skip
+        quote="It was caused by extremely large values in attention logits, which lead to "
+        "(almost one-hot) attention weights with near-zero entropy.",
+        quote_where="Dehghani et al., §2, 'QK Normalization'",
     )
 
 
-def qk_bound(sweep, dev: str) -> Claim:
-    worst = max(
-        v / b
-        for r in sweep.runs
-        if r.label == "qk_norm"
-        for v, b in zip(r.max_logits, r.logit_bounds, strict=True)
+def qknorm_origin() -> Claim:
+    return Claim(
+        id="since2020_placement.qknorm_origin",
+        chapter=CHAPTER,
+        claim="Henry et al.'s QKNorm ℓ2-normalizes each head's queries and keys and scales "
+        "their dot product by one learned parameter g instead of 1/√Dh, so every logit is at "
+        "most |g| in size; the later QK-norms (Dehghani et al., Wortsman et al.) are LayerNorms",
+        source=cite("henry2020qknorm"),
+        measured="not measured: for unit vectors the dot product is at most 1 in size "
+        "(Cauchy–Schwarz); this page's QK-norm is the RMSNorm form, whose bound is checked in "
+        "the next row",
+        verdict="cited",
+        device="—",
+        quote="we apply ℓ2 normalization along the head dimension of each query and key matrix "
+        "prior to multiplying them and then scale up by a learnable parameter",
+        quote_where="Abstract",
     )
+
+
+def qk_bound(rec, dev: str) -> Claim:
+    worst = max(r["worst_over_bound"] for s in rec.sweep for r in s["runs"]
+                if r["label"] == "qk_norm")  # fmt: skip
     return Claim(
         id="since2020_placement.qk_bound",
         chapter=CHAPTER,
         claim="With QK-norm every attention logit is at most √Dh·max|g_q|·max|g_k|",
         source=THIS_CHAPTER + " (Cauchy–Schwarz)",
-        measured=f"largest recorded logit over its bound, every step of every QK-norm run: "
-        f"{worst:.3f}",
-        verdict=verdict(qk_bounded(sweep)),
+        measured=f"largest recorded logit over its bound, every step of every QK-norm run of "
+        f"{rec.n} seeds: {worst:.3f}",
+        verdict=verdict(qk_bounded(rec)),
         device=dev,
+        note="a bound, not a statistic: one logit above it on any seed would refute it",
     )
 
 
-def qk_lr_range(sweep, dev: str) -> Claim:
-    rescued = qk_rescues(sweep)
+def qk_lr_range(rec, dev: str) -> Claim:
+    rescued = qk_rescues(rec)
+
+    def losses(label, lr):
+        return [next(r["final_loss"] for r in s["runs"] if r["label"] == label and r["lr"] == lr)
+                for s in rec.sweep]  # fmt: skip
+
+    lrs = rec.sweep[0]["lrs"]
     return Claim(
         id="since2020_placement.qk_lr_range",
         chapter=CHAPTER,
-        claim="QK-norm lets a small model learn at learning rates where it otherwise fails",
+        claim="QK-norm lowers a small model's loss at learning rates where it otherwise fails "
+        "(a wider range of usable learning rates)",
         source=cite("wortsman2024small"),
-        measured="final loss without / with QK-norm: "
+        measured="final loss per seed without / with QK-norm: "
         + "; ".join(
-            f"lr {lr:g} {sweep.get(False, lr).final_loss:.3f} / "
-            f"{sweep.get(True, lr).final_loss:.3f}"
-            for lr in sweep.lrs
-        ),
+            f"lr {lr:g} {_series(losses('plain', lr))} / {_series(losses('qk_norm', lr))}"
+            for lr in lrs
+        )  # fmt: skip
+        + f" (fails: clearly above half of chance, {0.5 * rec.sweep[0]['chance_loss']:.2f}; "
+        "lowers: the paired difference clear)",
         verdict=verdict(bool(rescued)),
         device=dev,
-        note="" if rescued else "not reproduced at this size; the GPU preset runs a larger one",
+        note=_seeds_note(rec),
+        per_seed={
+            f"final loss, lr {lrs[-1]:g}, without": losses("plain", lrs[-1]),
+            f"final loss, lr {lrs[-1]:g}, with": losses("qk_norm", lrs[-1]),
+        },  # fmt: skip
+        quote="these instabilities also appear in small models when training at high learning "
+        "rates, and that mitigations previously employed at large scales are equally effective",
+        quote_where="Abstract",
     )
 
 
@@ -452,10 +311,11 @@ def fp16_overflow(prec, dev: str) -> Claim:
 def one_pass_cancels(prec, dev: str) -> Claim:
     from ..halfprec import FLOAT32_STATS, LARGE_MEAN, WELFORD_FLOAT32
 
-    e = {d: prec.errors[d][str(LARGE_MEAN[d])] for d in prec.errors}
+    e = {d: prec.per_row[d][str(LARGE_MEAN[d])] for d in prec.per_row}
     half = [d for d in e if d != "float32"]
-    parts = [e[d]["one-pass"] >= 0.5 for d in e] + [
-        e[d][FLOAT32_STATS] <= FLOAT32_ACCURACY and e[d][WELFORD_FLOAT32] <= FLOAT32_ACCURACY
+    parts = [compare(e[d]["one-pass"], 0.5).sign > 0 for d in e] + [
+        max(e[d][FLOAT32_STATS]) <= FLOAT32_ACCURACY
+        and max(e[d][WELFORD_FLOAT32]) <= FLOAT32_ACCURACY
         for d in half
     ]
     return Claim(
@@ -463,33 +323,45 @@ def one_pass_cancels(prec, dev: str) -> Claim:
         chapter=CHAPTER,
         claim="E[x²] − E[x]² loses every digit of the variance when the mean is large against "
         "the spread; with float32 state, two-pass and Welford/Chan keep the variance to "
-        f"float32 accuracy (relative error ≤ {FLOAT32_ACCURACY:g})",
+        f"float32 accuracy (relative error ≤ {FLOAT32_ACCURACY:.1e}, the worst-case rounding of "
+        "a 128-term float32 sum)",
         source=cite("welford1962note") + "; " + cite("chan1979updating"),
-        measured="relative error at a large mean, one-pass in the row's dtype: "
-        + "; ".join(f"{d} (mean {LARGE_MEAN[d]:g}) {e[d]['one-pass']:.2g}" for d in e)
-        + ". The half-precision rows upcast to float32, two-pass / Welford-Chan: "
-        + "; ".join(f"{d} {e[d][FLOAT32_STATS]:.1e} / {e[d][WELFORD_FLOAT32]:.1e}" for d in half),
+        measured=f"{prec.rows} rows; relative error at a large mean, one-pass in the row's dtype: "
+        + "; ".join(f"{d} (mean {LARGE_MEAN[d]:g}) {min(e[d]['one-pass']):.2g} or more" for d in e)
+        + ". The half-precision rows upcast to float32, largest over the rows, two-pass / "
+        "Welford-Chan: "
+        + "; ".join(
+            f"{d} {max(e[d][FLOAT32_STATS]):.1e} / {max(e[d][WELFORD_FLOAT32]):.1e}" for d in half
+        ),
         verdict=verdict_by_parts(parts),
         device=dev,
+        note="every digit lost: relative error clearly ≥ 0.5 over the rows; float32 accuracy: "
+        "on every row",
+        per_seed={f"one-pass error, {d}": e[d]["one-pass"] for d in e},
+        quote="This formula is used in the construction of a pairwise algorithm for computing "
+        "the variance.",
+        quote_where="Chan, Golub and LeVeque, Abstract (Stanford CS-TR-79-773)",
     )
 
 
 def float32_state(prec, dev: str) -> Claim:
     from ..halfprec import FLOAT32_STATS, LARGE_MEAN
 
-    errs = {
-        d: prec.errors[d][str(m)][FLOAT32_STATS]
+    errs = [
+        v
         for d in ("float16", "bfloat16")
         for m in (0.0, LARGE_MEAN[d])
-    }
-    worst = max(errs.values())
+        for v in prec.per_row[d][str(m)][FLOAT32_STATS]
+    ]
+    worst = max(errs)
     return Claim(
         id="since2020_placement.float32_state",
         chapter=CHAPTER,
         claim="Half-precision inputs with float32 statistics give the variance to float32 accuracy",
         source=THIS_CHAPTER,
-        measured=f"largest relative error, float16 and bfloat16 rows at mean 0 and at the large "
-        f"mean, two-pass in float32: {worst:.1e}",
+        measured=f"largest relative error over {prec.rows} rows, float16 and bfloat16 rows at "
+        f"mean 0 and at the large mean, two-pass in float32: {worst:.1e} (threshold "
+        f"{FLOAT32_ACCURACY:.1e})",
         verdict=verdict(worst <= FLOAT32_ACCURACY),
         device=dev,
     )

@@ -34,6 +34,7 @@ from ..device import pick_device, preset_name
 # The half-precision experiment lives with its algorithms; re-exported for the chapter.
 from ..halfprec import LARGE_MEAN, PrecisionResult, precision_errors
 from .scale import scale_experiment, threads
+from .since2020_init import InitProfiles, measure_init
 
 # The one-step update measurement lives in its own module; re-exported for the chapter.
 from .since2020_update import UPDATE_GROUPS, UpdateSizes, one_step_changes
@@ -111,7 +112,7 @@ SIZES: dict[str, Size] = {
         d_model=32,
         n_heads=4,
         init_depth=32,
-        init_seeds=1,
+        init_seeds=5,
         # 4 to 32 layers: DeepNorm's block-matrix change stays flat (×0.80) and its total
         # still grows (×3.4) over this range as over 4 to 64, at two fifths less work.
         update_depths=(4, 16, 32),
@@ -181,75 +182,47 @@ def _batch(size: Size, seed: int, device, batch: int | None = None):
 # --------------------------------------------------------------------------- at initialization
 
 
-@dataclass
-class InitProfiles:
-    """``stream[placement]``: RMS of the residual stream after each block (block 0 first);
-    ``grads[placement]``: gradient norm of each block's ``mlp.fc2`` (weight and bias); both
-    averaged over ``seeds`` initializations of a ``depth``-layer stack."""
-
-    depth: int
-    d_model: int
-    seeds: int
-    stream: dict[str, list[float]]
-    grads: dict[str, list[float]]
-
-    def growth(self, placement: str) -> float:
-        """Stream RMS after the last block over that after the first."""
-        s = self.stream[placement]
-        return s[-1] / s[0]
-
-    def last_over_first(self, placement: str) -> float:
-        g = self.grads[placement]
-        return g[-1] / g[0]
-
-
 def init_profiles(preset: str | None = None) -> InitProfiles:
-    """Residual stream RMS and FFN-W2 gradient norm per block, at init (cached per preset)."""
+    """Per-seed stream RMS, fc2 weight and bias gradient norms and fc2 input RMS per block, at
+    init, over ``init_seeds`` seeds (cached per preset)."""
     return _init_profiles(preset or preset_name())
 
 
 @functools.lru_cache(maxsize=4)
 def _init_profiles(preset: str) -> InitProfiles:
-    from ..gradflow import gradient_profile
     from ..sequence_tasks import lm_loss
     from ..transformer import TinyGPT
 
     size, device = SIZES[preset], _device(preset)
-    stream: dict[str, list[float]] = {}
-    grads: dict[str, list[float]] = {}
     with threads(size.threads):
-        for placement in PLACEMENTS:
-            s_acc, g_acc = np.zeros(size.init_depth), np.zeros(size.init_depth)
-            for seed in range(size.init_seeds):
-                model = TinyGPT(_config(size, placement, size.init_depth, seed)).to(device)
-                b = _batch(size, seed, device)
-                rms: list[float] = []
-                hooks = [
-                    blk.register_forward_hook(
-                        lambda m, i, o, rms=rms: rms.append(float(o.detach().pow(2).mean().sqrt()))
-                    )
-                    for blk in model.blocks
-                ]
-                layers = {f"block{i}": blk.mlp.fc2 for i, blk in enumerate(model.blocks)}
-                prof = gradient_profile(model, layers, lambda m, b=b: lm_loss(m(b.x), b))
-                for h in hooks:
-                    h.remove()
-                s_acc += np.asarray(rms)
-                g_acc += prof.norms
-                del model
-            stream[placement] = (s_acc / size.init_seeds).tolist()
-            grads[placement] = (g_acc / size.init_seeds).tolist()
-    return InitProfiles(size.init_depth, size.d_model, size.init_seeds, stream, grads)
+        m = measure_init(
+            lambda p, s: TinyGPT(_config(size, p, size.init_depth, s)).to(device),
+            lambda s: _batch(size, s, device),
+            PLACEMENTS,
+            range(size.init_seeds),
+            lambda model, b: lm_loss(model(b.x), b),
+        )
+    return InitProfiles(
+        size.init_depth,
+        size.d_model,
+        size.init_seeds,
+        m["stream"],
+        m["weight"],
+        m["bias"],
+        m["input"],
+        m["outgrad"],
+    )
 
 
-def update_sizes(preset: str | None = None) -> UpdateSizes:
+def update_sizes(preset: str | None = None, seed: int = 0) -> UpdateSizes:
     """The output change after one SGD step at init, per depth, for Post-LN, Pre-LN and
-    DeepNorm, split by parameter group for Post-LN and DeepNorm (cached per preset)."""
-    return _update_sizes(preset or preset_name())
+    DeepNorm, split by parameter group for Post-LN and DeepNorm; models and batch from
+    ``seed`` (cached per preset and seed)."""
+    return _update_sizes(preset or preset_name(), seed)
 
 
-@functools.lru_cache(maxsize=4)
-def _update_sizes(preset: str) -> UpdateSizes:
+@functools.lru_cache(maxsize=8)
+def _update_sizes(preset: str, seed: int) -> UpdateSizes:
     from ..transformer import TinyGPT
 
     size, device = SIZES[preset], _device(preset)
@@ -259,8 +232,8 @@ def _update_sizes(preset: str) -> UpdateSizes:
     with threads(size.threads):
         for placement in change:
             for depth in size.update_depths:
-                model = TinyGPT(_config(size, placement, depth)).to(device)
-                batch = _batch(size, 0, device)
+                model = TinyGPT(_config(size, placement, depth, seed)).to(device)
+                batch = _batch(size, seed, device)
                 c = one_step_changes(model, batch, size.update_lr, placement in groups)
                 change[placement].append(c["all"])
                 for g, values in groups.get(placement, {}).items():
@@ -294,7 +267,12 @@ class Run:
         return max(finite) if finite else float("nan")
 
 
-def _train(cfg, size: Size, lr: float, steps: int, device, label: str, record=False) -> Run:
+def _train(
+    cfg, size: Size, lr: float, steps: int, device, label: str, record=False, seed: int = 0
+) -> Run:
+    """Train a TinyGPT of ``cfg`` (its init from ``cfg.seed``) with Adam on the batches of
+    ``seed``: batch seeds ``10_000 + 1000 seed + step``, the same for every model of one seed
+    (seed 0's are the page's)."""
     import torch
 
     from ..sequence_tasks import chance_loss, lm_loss
@@ -309,7 +287,7 @@ def _train(cfg, size: Size, lr: float, steps: int, device, label: str, record=Fa
     bounds: list[float] = []
     diverged = False
     for step in range(steps):
-        b = _batch(size, 10_000 + step, device)  # the same batches for every run
+        b = _batch(size, 10_000 + 1000 * seed + step, device)  # the same for every model
         loss = lm_loss(model(b.x), b)
         if record:
             logits.append(max(model.max_logits()))
@@ -360,26 +338,28 @@ class TrainResult:
         raise KeyError(placement)
 
 
-def train_depth(preset: str | None = None) -> TrainResult:
+def train_depth(preset: str | None = None, seed: int = 0) -> TrainResult:
     """Every placement of :data:`PLACEMENTS` trained with Adam at ``train_lr`` from step 1 (no
-    warm-up) at ``train_depth`` layers (cached per preset)."""
-    return _train_depth(preset or preset_name())
+    warm-up) at ``train_depth`` layers, init and batches from ``seed`` (cached per preset and
+    seed)."""
+    return _train_depth(preset or preset_name(), seed)
 
 
-@functools.lru_cache(maxsize=4)
-def _train_depth(preset: str) -> TrainResult:
+@functools.lru_cache(maxsize=8)
+def _train_depth(preset: str, seed: int) -> TrainResult:
     from ..sequence_tasks import chance_loss
 
     size, device = SIZES[preset], _device(preset)
     with threads(size.threads):
         runs = [
             _train(
-                _config(size, p, size.train_depth),
+                _config(size, p, size.train_depth, seed),
                 size,
                 size.train_lr,
                 size.train_steps,
                 device,
                 p,
+                seed=seed,
             )
             for p in PLACEMENTS
         ]
@@ -418,15 +398,16 @@ class SweepResult:
         raise KeyError((label, lr))
 
 
-def logit_sweep(preset: str | None = None) -> SweepResult:
+def logit_sweep(preset: str | None = None, seed: int = 0) -> SweepResult:
     """A Pre-LN stack trained at each of ``sweep_lrs``, without and with QK-norm, recording
-    the largest attention logit at every step (cached per preset)."""
-    return _logit_sweep(preset or preset_name())
+    the largest attention logit at every step; init and batches from ``seed`` (cached per
+    preset and seed)."""
+    return _logit_sweep(preset or preset_name(), seed)
 
 
-@functools.lru_cache(maxsize=4)
-def _logit_sweep(preset: str) -> SweepResult:
-    return run_sweep(SIZES[preset], _device(preset))
+@functools.lru_cache(maxsize=8)
+def _logit_sweep(preset: str, seed: int) -> SweepResult:
+    return run_sweep(SIZES[preset], _device(preset), seed=seed)
 
 
 def run_sweep(
@@ -435,6 +416,7 @@ def run_sweep(
     *,
     depth: int | None = None,
     lrs: tuple[float, ...] | None = None,
+    seed: int = 0,
 ) -> SweepResult:
     """:func:`logit_sweep` at any ``size`` (default ``SIZES["cpu"]``; not cached), on
     ``device`` (default: CPU), with its ``depth`` and learning rates ``lrs`` replaced if
@@ -460,9 +442,12 @@ def run_sweep(
                     d_model=size.sweep_d_model,
                     n_heads=size.sweep_heads,
                     qk_norm=qk,
+                    seed=seed,
                 )
                 label = "qk_norm" if qk else "plain"
-                runs.append(_train(cfg, size, lr, size.sweep_steps, device, label, record=True))
+                runs.append(
+                    _train(cfg, size, lr, size.sweep_steps, device, label, record=True, seed=seed)
+                )
     return SweepResult(
         runs,
         list(size.sweep_lrs),

@@ -1,0 +1,72 @@
+"""The sentence the chapter "Where the norm goes in today's large models" shows under its
+half-precision table (:class:`normedu.halfprec.PrecisionResult`), built from the rows by the
+course's seed rule (:func:`normedu.seeding.compare`): every worded comparison holds on the
+rule over the rows, or the sentence says it does not.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..seeding import compare
+from .since2020_placement_words import _span, ruled
+
+
+def describe_precision(res) -> str:
+    """The variance errors over the rows of :class:`PrecisionResult`, in words."""
+    from ..halfprec import FLOAT32_STATS, LARGE_MEAN, WELFORD_M2_FLOAT32
+
+    e = res.per_row
+    n = res.rows
+    big = {d: e[d][str(LARGE_MEAN[d])] for d in e}
+    half = [d for d in e if d != "float32"]
+    one = {d: big[d]["one-pass"] for d in e}
+    lost = all(compare(one[d], 0.5).sign > 0 for d in e)
+
+    def ratio(d, a, b):
+        return [x / y for x, y in zip(big[d][a], big[d][b], strict=True)]
+
+    worse = {d: ratio(d, "two-pass, sums in dtype", "two-pass") for d in half}
+    worse_clear = all(compare([math.log(v) for v in worse[d]], 0.0).sign > 0 for d in half)
+    least = math.floor(min(min(v) for v in worse.values()))
+    welf = {d: ratio(d, "Welford/Chan", "two-pass, sums in dtype") for d in half}
+
+    def welford_words(d: str) -> str:
+        c = compare([math.log(v) for v in welf[d]], 0.0)
+        return (
+            f"{_span(big[d]['Welford/Chan'], '.1e')} in {d}, "
+            + ruled(
+                c,
+                f"larger than it (×{_span(welf[d], '.2g')})",
+                f"smaller than it (×{_span(welf[d], '.2g')})",
+                f"no different from it (×{_span(welf[d], '.2g')})",
+            )  # fmt: skip
+        )
+
+    z16 = e["bfloat16"]["0.0"]
+    m2 = compare([math.log(a / b) for a, b in zip(z16["Welford/Chan"], z16[WELFORD_M2_FLOAT32],
+                                                    strict=True)], 0.0)  # fmt: skip
+    f32 = [v for d in half for m in e[d] for v in e[d][m][FLOAT32_STATS]]
+    return (
+        f"Over {n} rows: at the large mean, the one-pass formula's relative error is "
+        + ", ".join(f"{_span(one[d], '.2g')} in {d}" for d in one)
+        + (": **every digit lost** in every dtype. " if lost else ": not every digit is lost. ")
+        + "Two-pass with torch's reductions keeps "
+        + ", ".join(f"{_span(big[d]['two-pass'], '.1e')} ({d})" for d in e)
+        + "; with its running sums stored in the dtype, "
+        + ", ".join(f"{_span(big[d]['two-pass, sums in dtype'], '.1e')} ({d})" for d in half)
+        + (
+            f": at least {least}× worse in half precision on every row. "
+            if worse_clear and least >= 1
+            else ": not clearly worse on every row. "
+        )
+        + "Welford/Chan's error, against that: "
+        + "; ".join(welford_words(d) for d in half)
+        + ". Near mean 0 Welford/Chan's error comes mostly from its sum of squared deviations: "
+        f"in bfloat16 it is {_span(z16['Welford/Chan'], '.1e')}, and "
+        f"{_span(z16[WELFORD_M2_FLOAT32], '.1e')} with only that sum kept in float32 ("
+        + ruled(m2, "smaller", "larger", "no different")
+        + "). With the row in half precision and two-pass statistics in float32 the error is "
+        f"at most {max(f32):.0e}: float32 statistics formed by a stable algorithm, not the "
+        "algorithm alone, are why kernels keep their statistics in float32."
+    )
