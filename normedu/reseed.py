@@ -62,7 +62,8 @@ _NOT_WORDS = ("normedu/course/", "normedu/grading/", "normedu/reseed.py")
 # A number as pages print them: signs, thousands separators, decimals, exponents, and the
 # unicode minus; units and words around it stay.
 # A full stop after a number ends the sentence: it is not the number's.
-_NUMBER = re.compile(r"[-+−]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+# Thousands separators only in groups of three ("1,024"): "3, 2.89" is two numbers.
+_NUMBER = re.compile(r"[-+−]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
 _SPACE = re.compile(r"\s+")
 # NumPy pads the numbers of a printed array to one width: "[ #" and "[#" say the same; and it
 # prints a whole float as "1.", whose point is the number's, not a full stop.

@@ -13,6 +13,7 @@ def test_mask_keeps_words_and_drops_numbers():
     )
     assert reseed.mask("1,024 tokens/s, ×1.58") == "# tokens/s, ×#"
     assert reseed.mask("error 3.2e-05. The [ -0.1  0.25 ]") == "error #. The [# #]"
+    assert reseed.mask("seeds 3, 2.89") == reseed.mask("seeds 2.91, 3") == "seeds #, #"
     assert reseed.mask("x . dx: [1. 2.]") == reseed.mask("x . dx: [0.5 2.5]")
 
 
