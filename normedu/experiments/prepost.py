@@ -88,7 +88,8 @@ class PrePostSize:
     ``lr`` (Adam peak) and ``warmup`` (steps of linear warm-up) of the headline runs, ``task``;
     the grid of :func:`warmup_sweep`, ``lrs`` x ``warmups`` (empty: the headline ``lr`` with
     no warm-up and with ``warmup``), which must hold the headline values;
-    ``train_items`` (prompt items of the training task; None: ``n_items``).
+    ``train_items`` (prompt items of the training task; None: ``n_items``);
+    ``train_seeds``: runs per cell of the grid, each its own initialization and batch stream.
     ``threads``: torch threads while running (None: leave as is).
     ``wide``: the setting of the paper-width check (:func:`wide_check`), the same on every
     device because it is one forward and backward pass per model.
@@ -114,6 +115,7 @@ class PrePostSize:
     lrs: tuple[float, ...] = ()
     warmups: tuple[int, ...] = ()
     train_items: int | None = None
+    train_seeds: int = 1
 
 
 SIZES: dict[str, PrePostSize] = {
@@ -140,6 +142,8 @@ SIZES: dict[str, PrePostSize] = {
         lrs=(3e-3, 1e-2, 3e-2),
         warmups=(0, 9, 27),
         train_items=4,
+        # a run costs about 0.17 CPU-s: 5 seeds per cell, the course's rule for cheap runs
+        train_seeds=5,
     ),
     "cuda": PrePostSize(
         depths=(6, 12, 24, 48),
@@ -160,6 +164,7 @@ SIZES: dict[str, PrePostSize] = {
         warmup=120,
         lrs=(3e-4, 1e-3, 3e-3),
         warmups=(0, 120, 360),
+        train_seeds=3,
     ),
 }
 
