@@ -251,9 +251,10 @@ def test_sweep_sentence_and_claims_judge_the_seeds():
         "warm-up trained on 3 of 3." in text
     )
     assert (
-        "**at this learning rate warm-up is what lets Post-LN learn, and Pre-LN needs none**"
-        in (text)
+        "**at this learning rate Post-LN learns only with warm-up, and Pre-LN needs none**" in text
     )
+    # 27 warm-up steps: 0.5, 1.0, 1.6 against Pre-LN's 0.1, 0.2, 0.1 without: above on all
+    assert "Even with 27 warm-up steps Post-LN ends above Pre-LN without any, by the rule" in text
     assert "still falling in 9 of the 9 Post-LN runs at this rate" in text
     # 19 failing Post-LN runs of the grid (4 at 3e-3, 6 at 1e-2, 9 at 3e-2), 13 of them above
     # 0.8 x 2.64 = 2.11 (4 at 1e-2, 9 at 3e-2)
@@ -279,6 +280,8 @@ def test_sweep_sentence_says_what_the_seeds_do_not_show():
     assert "these seeds do **not** show Post-LN needing warm-up" in text
     assert "missing is Pre-LN training without warm-up." in text
     assert "Some Post-LN runs diverged (NaN)." in text
+    # 0.5, 1.0, 1.6 against 0.1, 2.0, 0.2: 2 of 3 above, mean 0.27, standard error 0.6
+    assert "ends level with Pre-LN without any: no difference the rule can detect" in text
     assert C.warmup(sweep, "cpu").verdict == "depends"
     assert C.cell_losses(sweep, "post", 1e-2, 0) == [2.6, sweep.chance_loss, 2.4]
 

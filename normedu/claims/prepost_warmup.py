@@ -78,6 +78,8 @@ class WarmupFindings:
     - helped: Post-LN ends lower with ``warmup`` (the longest warm-up of the grid) than without.
     - pre_trains: Pre-LN without warm-up ends below half of chance.
     - pattern: all three, Xiong et al.'s claim at this learning rate.
+    - gap: +1 if Post-LN with ``warmup`` still ends above Pre-LN without warm-up, seed by seed,
+      -1 if below, 0 if the rule shows neither.
     """
 
     def __init__(self, sweep):
@@ -87,6 +89,8 @@ class WarmupFindings:
         self.helped = _lowers(sweep, "post", sweep.lr, self.warmup)
         self.pre_trains = _trains(sweep, "pre", sweep.lr, 0)
         self.pattern = self.post_fails and self.helped and self.pre_trains
+        post_w = cell_losses(sweep, "post", sweep.lr, self.warmup)
+        self.gap = compare(post_w, cell_losses(sweep, "pre", sweep.lr, 0)).sign
 
 
 def warmup_findings(sweep) -> WarmupFindings:
@@ -149,7 +153,7 @@ def describe_sweep(sweep) -> str:
         parts.append(
             rule + f"Post-LN without warm-up ends above half of chance, {f.warmup} warm-up "
             "steps lower its final loss, and Pre-LN without warm-up ends below half of chance: "
-            "**at this learning rate warm-up is what lets Post-LN learn, and Pre-LN needs none**."
+            "**at this learning rate Post-LN learns only with warm-up, and Pre-LN needs none**."
         )
     else:
         missing = [
@@ -165,6 +169,19 @@ def describe_sweep(sweep) -> str:
             rule + "these seeds do **not** show Post-LN needing warm-up where Pre-LN does not: "
             "missing is " + " and ".join(missing) + "."
         )
+    parts.append(
+        {
+            1: f"Even with {f.warmup} warm-up steps Post-LN ends above Pre-LN without any, by "
+            f"the rule: at this size warm-up narrows the gap, it does not close it within "
+            f"{steps} steps.",
+            -1: f"With {f.warmup} warm-up steps Post-LN ends below Pre-LN without any, by the "
+            "rule.",
+        }.get(
+            f.gap,
+            f"With {f.warmup} warm-up steps Post-LN ends level with Pre-LN without any: no "
+            "difference the rule can detect.",
+        )
+    )
     k, m = learning_count([r for w in sweep.warmups for r in sweep.seed_runs("post", lr, w)])
     parts.append(
         f"The runs are short: at the end, the loss was still falling in {k} of the {m} "
