@@ -219,7 +219,13 @@ def warmup(sweep, dev: str) -> Claim:
         device=dev,
         note="by the course's seed rule: Post-LN without warm-up ends above half of chance, "
         "warm-up lowers its final loss, Pre-LN without warm-up ends below half of chance"
-        + ("" if f.pattern else " (not all three shown)"),
+        + ("" if f.pattern else " (not all three shown)")
+        + (
+            f"; even with warm-up Post-LN still ends above Pre-LN without it after {sweep.steps} "
+            "steps"
+            if f.gap > 0
+            else ""
+        ),
         per_seed={
             "Post-LN final loss, no warm-up": cell_losses(sweep, "post", lr, 0),
             f"Post-LN final loss, warm-up {w}": cell_losses(sweep, "post", lr, w),

@@ -157,8 +157,9 @@ SIZES: dict[str, PrePostSize] = {
         train_d_model=512,
         train_heads=8,
         train_batch=64,
-        # 18 runs of 500 steps (2 placements x 3 lrs x 3 warm-ups); four runs of 1200 steps
-        # took about two minutes on one GPU, so this grid should take about four (not measured).
+        # 18 cells of 500 steps (2 placements x 3 lrs x 3 warm-ups), 3 seeds each; four runs
+        # of 1200 steps took about two minutes on one GPU, so one seed of the grid should take
+        # about four and the three about twelve (not measured).
         steps=500,
         lr=1e-3,
         warmup=120,
