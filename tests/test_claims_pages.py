@@ -146,20 +146,31 @@ def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
     # (printed to one decimal at init, to two after training)
     shown = [f"{s:.1f}" for s in spreads[:-1]] + [f"{spreads[-1]:.2f}"]
     assert all(s in flat.measured for s in shown), (spreads, flat.measured)
-    below = [s < 2 for s in spreads]
-    verdict = "confirmed" if all(below) else ("depends" if any(below) else "not reproduced")
-    assert flat.verdict == verdict, (spreads, flat.verdict)
+    # (the verdict reads the spreads after training, one per seed, against 2 by the seed rule;
+    # with one seed nothing is decided)
+    assert len(stab.seed_runs("pre", False)) == 1 and flat.verdict == "depends", flat.verdict
     # ... "Post-LN needs warm-up, Pre-LN trains without it", trained meaning a final loss under
-    # half the chance level ln(vocab - 2): the answers are drawn from the vocab - 2 content ids ...
-    trains = {
-        (r.placement, bool(r.warmup)): np.isfinite(r.final_loss)
-        and r.final_loss < 0.5 * np.log(TINY.vocab - 2)
-        for r in stab.runs
-    }
-    # (the tiny grid has one learning rate: it needs warm-up if Post-LN trains only with it,
-    # and Pre-LN trains without it there)
-    needs_warmup = not trains["post", False] and trains["post", True] and trains["pre", False]
-    assert by_id["prepost.warmup"].verdict == ("confirmed" if needs_warmup else "depends"), trains
+    # half the chance level ln(vocab - 2): the answers are drawn from the vocab - 2 content ids;
+    # each of the three comparisons by the seed rule (every seed agrees, or |mean| > 2 SE).
+    half = 0.5 * np.log(TINY.vocab - 2)
+
+    def side(values, ref):  # +1 above, -1 below, 0 undecided: the rule written out again
+        d = np.asarray(values, dtype=float) - np.asarray(ref, dtype=float)
+        if len(d) < 2:
+            return 0
+        if (d > 0).all() or (d < 0).all() or abs(d.mean()) > 2 * d.std(ddof=1) / np.sqrt(len(d)):
+            return int(np.sign(d.mean()))
+        return 0
+
+    def losses(p, w):
+        return [r.final_loss for r in stab.seed_runs(p, w)]
+
+    needs_warmup = (
+        side(losses("post", False), half) > 0
+        and side(losses("post", False), losses("post", True)) > 0
+        and side(losses("pre", False), half) < 0
+    )
+    assert by_id["prepost.warmup"].verdict == ("confirmed" if needs_warmup else "depends")
     # ... and "25 LayerNorms": 2 per block of 12 and a final one, counted on the module.
     gpt = TinyGPT(GPTConfig(n_layers=12, placement="pre"))
     n_ln = sum(type(m).__name__ == "LayerNorm" for m in gpt.modules())  # normedu's or torch's

@@ -12,39 +12,38 @@ from normedu.claims import prepost as C
 from normedu.experiments import prepost as E
 
 
-def _run(placement, warmup, trained, diverged=False, loss=0.1, grads=(2.0, 1.0)):
-    return E.TrainRun(placement, warmup, [loss], loss, 1.0, diverged, trained, list(grads))
-
-
-def _stab(post_nw_trained: bool, grads=(2.0, 1.0)) -> E.StabilityResult:
+def _stab(spreads) -> E.StabilityResult:
+    """Headline runs whose Pre-LN runs without warm-up, one per seed, end with per-layer
+    gradients of max/min ``spreads``."""
     runs = [
-        _run("post", 0, post_nw_trained, loss=0.2 if post_nw_trained else 2.7, grads=grads),
-        _run("post", 30, True),
-        _run("pre", 0, True, grads=grads),
-        _run("pre", 30, True),
+        E.TrainRun(p, w, [0.1], 0.1, 1.0, False, True, [s, 1.0], 1e-2, seed)
+        for seed, s in enumerate(spreads)
+        for p in ("post", "pre")
+        for w in (0, 30)
     ]
-    return E.StabilityResult(runs, 8, 32, 120, 5e-3, "reverse", math.log(16))
+    return E.StabilityResult(runs, 8, 32, 120, 1e-2, "reverse", math.log(16))
 
 
-def test_stability_sentence_expected_pattern():
-    text = C.describe_stability(_stab(post_nw_trained=False))
-    assert C.expected_stability(_stab(False))
-    assert "Post-LN stack without warm-up stalls** at a loss of 2.70" in text
-    assert "Pre-LN trains either way" in text
-    assert "varies by 2.00×" in text and "more than a factor of 2" in text
-
-
-def test_stability_sentence_other_outcome_is_a_sentence_not_characters():
-    """The bug this replaces: the fallback appended single characters to a stale list."""
-    stab = _stab(post_nw_trained=True, grads=(1.5, 1.0))
-    assert not C.expected_stability(stab)
+@pytest.mark.parametrize(
+    ("spreads", "words", "verdict"),
+    [
+        ((3.0, 2.5, 2.8), "more than a factor of 2 by the rule", "not reproduced"),
+        ((1.5, 1.2, 1.8), "within a factor of 2 by the rule", "confirmed"),
+        # 2 - mean = 0.03, twice its standard error 0.58: the seeds cannot tell
+        ((1.5, 2.5, 1.9), "not distinguishable from a factor of 2 by the rule", "depends"),
+    ],
+)
+def test_stability_sentence_judges_the_seeds_spreads(spreads, words, verdict):
+    stab = _stab(spreads)
     text = C.describe_stability(stab)
-    assert isinstance(text, str) and text.startswith("This run did **not** show")
-    assert "Post-LN trained without warm-up (final loss 0.20)" in text
-    assert "within a factor of 2" in text
-    # no trained Pre-LN gradients: only the first paragraph
-    stab.runs[2].grad_norms_end = []
-    assert "\n\n" not in C.describe_stability(stab)
+    assert ", ".join(f"{s:.2f}×" for s in spreads) + " on the 3 seeds: " + words in text
+    init = E.InitGradNorms([2], {"pre": {"2": [2.0, 1.0]}, "post": {"2": [1.0, 1.0]}}, 8, 1)
+    claim = C.pre_flat_2x(init, stab, "cpu")
+    assert claim.verdict == verdict and claim.per_seed["max/min after training"] == list(spreads)
+    for r in stab.runs:  # no gradients recorded after training: no sentence, no test
+        r.grad_norms_end = []
+    assert C.describe_stability(stab) == ""
+    assert C.pre_flat_2x(init, stab, "cpu").verdict == "depends"
 
 
 def test_trend_thresholds():
@@ -80,8 +79,9 @@ def _wide(post_ref, post_tiny, pre_ref, pre_tiny, every=None, seeds=C.DIRECTION_
     ("post_ref", "post_tiny", "verdict", "words"),
     [
         (1.3, 1.25, "confirmed", "**reproduces**"),
-        (1.0, 0.95, "not reproduced", "does **not** reproduce"),
-        (1.3, 1.0, "depends", "**only weakly**"),
+        (1.0, 0.95, "not reproduced", "0 of 8 ratios are above 1 (mean 0.97)"),
+        # mean 1.05, its standard error 0.094: growth in one stack, not beyond the spread
+        (1.3, 0.8, "not reproduced", "4 of 8 ratios are above 1 (mean 1.05)"),
     ],
 )
 def test_wide_sentence_follows_the_seeds(post_ref, post_tiny, verdict, words):
@@ -121,11 +121,14 @@ def test_init_sentence_both_branches():
     shrink = {str(d): [2.0] + [1.0] * (d - 1) for d in (2, 4)}
     init = E.InitGradNorms([2, 4], {"post": grow, "pre": shrink}, d_model=8, seeds=1)
     text = C.describe_init(init)
-    assert "grows toward the output at every depth" in text and "**disagrees**" in text
+    assert "above 1 by the course's rule over the depths" in text and "**disagrees**" in text
+    assert C.post_grows(init, "cpu").verdict == "confirmed"
     init = E.InitGradNorms([2, 4], {"post": shrink, "pre": grow}, d_model=8, seeds=1)
     text = C.describe_init(init)
     assert "does **not** reproduce" in text
     assert "the profile grows toward the output at every depth" in text
+    assert C.post_grows(init, "cpu").verdict == "not reproduced"
+    assert C.post_grows(init, "cpu").quote_where == "Abstract"
 
 
 def test_wide_sentence_two_seeds_fix_no_direction():
@@ -205,83 +208,101 @@ def test_embedding_switch_sentence():
 
 
 def _grid(post, pre, lrs=(3e-3, 1e-2, 3e-2), warmups=(0, 9, 27), learning=True):
-    """A 3 x 3 sweep from tables of final losses (rows: learning rates); every run's loss curve
-    falls to its final loss (``learning``) or ends flat."""
+    """A 3 x 3 sweep from tables of per-seed final losses (rows: learning rates; each cell a
+    tuple, one loss per seed, NaN for a diverged run); every run's loss curve falls to its
+    final loss (``learning``) or ends flat."""
     chance = math.log(14)
     runs = []
+    seeds = len(post[0][0])
     for placement, table in (("post", post), ("pre", pre)):
         for i, lr in enumerate(lrs):
             for j, w in enumerate(warmups):
-                loss = table[i][j]
-                curve = list(np.linspace(chance, loss, 20)) if learning else [loss] * 20
-                ok = loss < 0.5 * chance
-                runs.append(E.TrainRun(placement, w, curve, loss, 1.0, False, ok, [], lr))
-    return E.WarmupSweep(runs, list(lrs), list(warmups), 1e-2, 9, 4, 32, 45, "reverse", chance)
+                for seed, loss in enumerate(table[i][j]):
+                    gone = not np.isfinite(loss)
+                    curve = list(np.linspace(chance, loss, 20)) if learning else [loss] * 20
+                    ok = (not gone) and loss < 0.5 * chance
+                    runs.append(E.TrainRun(placement, w, curve, loss, 1.0, gone, ok, [], lr, seed))
+    return E.WarmupSweep(
+        runs, list(lrs), list(warmups), 1e-2, 9, 4, 32, 45, "reverse", chance, seeds
+    )
+
+
+#: Three seeds per cell (half of chance: 1.32). At 1e-2 Post-LN fails without warm-up on every
+#: seed and 27 warm-up steps lower its loss on every seed; Pre-LN trains without warm-up.
+POST = [
+    [(1.1, 1.2, 1.0), (1.3, 1.4, 1.2), (1.6, 1.7, 1.5)],
+    [(2.6, 2.5, 2.4), (0.6, 2.2, 1.7), (0.5, 1.0, 1.6)],
+    [(2.6, 2.7, 2.6), (2.6, 2.6, 2.5), (2.5, 2.4, 2.5)],
+]
+PRE = [
+    [(0.4, 0.5, 0.6), (0.8, 0.9, 1.0), (1.4, 1.5, 1.6)],
+    [(0.1, 0.2, 0.1), (0.1, 0.1, 0.1), (0.2, 0.1, 0.1)],
+    [(0.8, 2.3, 0.6), (0.1, 0.1, 0.1), (0.0, 0.1, 0.0)],
+]
+
+
+def test_sweep_sentence_and_claims_judge_the_seeds():
+    sweep = _grid(POST, PRE)
+    assert sweep.trained_counts("post").tolist() == [[3, 2, 0], [0, 1, 2], [0, 0, 0]]
+    text = C.describe_sweep(sweep)
+    assert (
+        "Post-LN without warm-up trained on 0 of 3 (final losses 2.40 to 2.60; chance 2.64), "
+        "with 9 warm-up steps on 1 of 3, with 27 warm-up steps on 2 of 3; Pre-LN without "
+        "warm-up trained on 3 of 3." in text
+    )
+    assert (
+        "**at this learning rate Post-LN learns only with warm-up, and Pre-LN needs none**" in text
+    )
+    # 27 warm-up steps: 0.5, 1.0, 1.6 against Pre-LN's 0.1, 0.2, 0.1 without: above on all
+    assert "Even with 27 warm-up steps Post-LN ends above Pre-LN without any, by the rule" in text
+    assert "still falling in 9 of the 9 Post-LN runs at this rate" in text
+    # 19 failing Post-LN runs of the grid (4 at 3e-3, 6 at 1e-2, 9 at 3e-2), 13 of them above
+    # 0.8 x 2.64 = 2.11 (4 at 1e-2, 9 at 3e-2)
+    assert "Of the 19 Post-LN runs of the grid that did not train, 13 ended near chance" in text
+    claim = C.warmup(sweep, "cpu")
+    assert claim.verdict == "confirmed" and claim.quote_where == "Abstract"
+    assert "on 0 of 3 seeds, with 27 warm-up steps on 2 of 3" in claim.measured
+    assert claim.per_seed["Post-LN final loss, warm-up 27"] == [0.5, 1.0, 1.6]
+    assert C.shallow_fine(sweep, "cpu").verdict == "depends"
+    table = C.trained_table(sweep)
+    assert "| 0.01 | Post-LN | 0/3 | 1/3 | 2/3 |" in table
+
+
+def test_sweep_sentence_says_what_the_seeds_do_not_show():
+    pre = [row[:] for row in PRE]
+    # Pre-LN without warm-up: 1.22, 0.68 and 1.12 from half of chance on each side, mean -0.55,
+    # twice its standard error 1.24: not below half of chance by the rule
+    pre[1] = [(0.1, 2.0, 0.2), *PRE[1][1:]]
+    post = [row[:] for row in POST]
+    post[1] = [(2.6, float("nan"), 2.4), *POST[1][1:]]  # a diverged run counts at chance
+    sweep = _grid(post, pre)
+    text = C.describe_sweep(sweep)
+    assert "these seeds do **not** show Post-LN needing warm-up" in text
+    assert "missing is Pre-LN training without warm-up." in text
+    assert "Some Post-LN runs diverged (NaN)." in text
+    # 0.5, 1.0, 1.6 against 0.1, 2.0, 0.2: 2 of 3 above, mean 0.27, standard error 0.6
+    assert "ends level with Pre-LN without any: no difference the rule can detect" in text
+    assert C.warmup(sweep, "cpu").verdict == "depends"
+    assert C.cell_losses(sweep, "post", 1e-2, 0) == [2.6, sweep.chance_loss, 2.4]
 
 
 def test_grid_sentence_reads_the_corners():
-    post = [[1.15, 1.37, 1.69], [2.67, 0.65, 0.65], [2.66, 2.64, 2.51]]
-    pre = [[1.16, 1.45, 1.87], [0.10, 0.07, 0.26], [0.83, 0.01, 0.01]]
-    text = C.describe_grid(_grid(post, pre))
+    text = C.describe_grid(_grid(POST, PRE))
     assert "below half of chance, 1.32" in text and "$V = 16$" in text
-    assert "1.15 → 1.37 → 1.69 for Post-LN and 1.16 → 1.45 → 1.87 for Pre-LN" in text
-    assert "**both end higher**" in text and "every run is still learning" in text
-    assert "Post-LN fails even with 27 warm-up steps (final loss 2.51)" in text
-    assert "without warm-up (0.83), but warm-up still helps it: 0.01 with 9 steps" in text
-    # flat curves: no claim that the runs are still learning
-    assert "still learning" not in C.describe_grid(_grid(post, pre, learning=False))
-    # Post-LN trains at the top rate with warm-up; warm-up does not help the lowest rate
-    post = [[1.15, 1.10, 1.00], [2.67, 0.65, 0.65], [2.66, 1.00, 0.90]]
-    pre = [[1.16, 1.10, 1.00], [0.10, 0.07, 0.26], [0.50, 0.45, 0.40]]
+    assert "27 warm-up steps make **both placements end higher** than none" in text
+    assert "still falling at the end in 18 of the 18 runs there" in text
+    assert "Post-LN fails even with 27 warm-up steps (trained on 0 of 3 seeds)" in text
+    assert "Pre-LN without warm-up trained there on 2 of 3 seeds; 27 warm-up steps lower" in text
+    # flat curves: none still learning
+    assert "in 0 of the 18 runs there" in C.describe_grid(_grid(POST, PRE, learning=False))
+    # Post-LN trains at the top rate with warm-up; warm-up does not raise the lowest rate's
+    post = [
+        [(1.1, 1.2, 1.0), (1.1, 1.0, 1.2), (1.0, 1.3, 1.0)],
+        POST[1],
+        [(2.6,) * 3, (0.5,) * 3, (0.4, 0.5, 0.3)],
+    ]
+    pre = [[(0.4, 0.5, 0.6), (0.5, 0.4, 0.6), (0.6, 0.3, 0.5)], PRE[1], [(0.1, 0.2, 0.1)] * 3]
     text = C.describe_grid(_grid(post, pre))
-    assert "both end higher" not in text and "warm-up still helps" not in text
-    assert "Post-LN trains with warm-up of 9, 27 steps" in text
-
-
-def _sweep(post_trained, pre_trained, diverged=False) -> E.WarmupSweep:
-    """A 2 x 2 grid (lrs 1e-3, 1e-2; warm-ups 0, 5) from tables of which cells trained."""
-    lrs, warmups = [1e-3, 1e-2], [0, 5]
-    runs = []
-    for placement, table in (("post", post_trained), ("pre", pre_trained)):
-        for i, lr in enumerate(lrs):
-            for j, w in enumerate(warmups):
-                ok = table[i][j]
-                bad = diverged and placement == "post" and not ok
-                loss = float("nan") if bad else (0.1 if ok else 2.6)
-                runs.append(E.TrainRun(placement, w, [loss], loss, 1.0, bad, ok, [], lr))
-    return E.WarmupSweep(runs, lrs, warmups, 1e-2, 5, 4, 32, 50, "reverse", math.log(14))
-
-
-def test_sweep_sentence_and_claim_branches():
-    sweep = _sweep([[True, True], [False, True]], [[True, True], [True, True]])
-    assert C.needs_warmup(sweep) == [1e-2]
-    text = C.describe_sweep(sweep)
-    assert (
-        "Post-LN trains without warm-up at learning rate 0.001 and with warm-up at 0.001, 0.01"
-        in text
-    )
-    assert "So at 0.01 **warm-up is what makes Post-LN train**, and Pre-LN needs none" in text
-    assert "1 of the 1 failing Post-LN cells stays near chance" in text
-    assert "the worst at 2.60" in text and "The other" not in text
-    claim = C.warmup(sweep, "cpu")
-    assert (
-        claim.verdict == "confirmed" and "Pre-LN without warm-up at 0.001, 0.01" in claim.measured
-    )
-    # Pre-LN failing without warm-up where Post-LN needs it: the claim only "depends"
-    sweep = _sweep([[True, True], [False, True]], [[True, True], [False, True]])
-    assert "does **not** train there without it either" in C.describe_sweep(sweep)
-    assert C.warmup(sweep, "cpu").verdict == "depends"
-    # Post-LN never separated by warm-up (and its failures diverged)
-    sweep = _sweep([[True, True], [False, False]], [[True, True], [True, True]], diverged=True)
-    assert C.needs_warmup(sweep) == []
-    text = C.describe_sweep(sweep)
-    assert "**Post-LN never needed warm-up here**" in text and "diverged (NaN" in text
-    assert C.warmup(sweep, "cpu").verdict == "depends"
-
-
-def test_sweep_sentence_tells_a_plateau_from_slow_learning():
-    sweep = _sweep([[True, False], [False, True]], [[True, True], [True, True]])
-    sweep.cell("post", 1e-3, 5).final_loss = 1.5  # failed, but far below chance (2.64)
-    text = C.describe_sweep(sweep)
-    assert "1 of the 2 failing Post-LN cells stays near chance" in text
-    assert "The other 1 only learns too slowly" in text
+    assert "the seeds do not show 27 warm-up steps raising both" in text
+    assert "Post-LN with 27 warm-up steps trained on 3 of 3 seeds" in text
+    assert "warm-up made no difference the rule can detect" in text

@@ -154,31 +154,40 @@ def test_train_stability_tiny(tiny):
 
 
 def test_warmup_sweep_cells_and_a_learning_rate_of_zero(monkeypatch):
-    """Every cell of the grid is run once; at a peak rate of 0 nothing moves, whatever the
-    warm-up, and training at a real rate ends below that untrained loss on the same batches."""
-    size = dataclasses.replace(TINY, steps=8, lr=1e-2, warmup=3, lrs=(0.0, 1e-2), warmups=(0, 3))
+    """Every cell of the grid is run once per seed; at a peak rate of 0 nothing moves, whatever
+    the warm-up, and training at a real rate ends below that untrained loss on the same batches.
+    Each seed is its own initialization and batch stream."""
+    size = dataclasses.replace(
+        TINY, steps=8, lr=1e-2, warmup=3, lrs=(0.0, 1e-2), warmups=(0, 3), train_seeds=2
+    )
     monkeypatch.setitem(E.SIZES, "cpu", size)
     E.warmup_sweep.cache_clear()
     try:
         sweep = E.warmup_sweep("cpu")
     finally:
         E.warmup_sweep.cache_clear()
-    assert len(sweep.runs) == 8
-    assert {(r.placement, r.lr, r.warmup) for r in sweep.runs} == {
-        (p, lr, w) for p in ("post", "pre") for lr in (0.0, 1e-2) for w in (0, 3)
+    assert len(sweep.runs) == 16 and sweep.seeds == 2
+    assert {(r.placement, r.lr, r.warmup, r.seed) for r in sweep.runs} == {
+        (p, lr, w, s) for p in ("post", "pre") for lr in (0.0, 1e-2) for w in (0, 3) for s in (0, 1)
     }
     for placement in ("post", "pre"):
         losses = sweep.final_losses(placement)
-        assert losses.shape == (2, 2) and sweep.trained(placement).shape == (2, 2)
-        assert losses[0, 0] == losses[0, 1]  # lr 0: the same untrained model either way
+        assert losses.shape == (2, 2) and sweep.trained_counts(placement).shape == (2, 2)
+        for s in (0, 1):  # lr 0: the same untrained model either way, per seed
+            assert (
+                sweep.cell(placement, 0.0, 0, s).losses == sweep.cell(placement, 0.0, 3, s).losses
+            )
+        # two seeds: two initializations on two batch streams
+        assert sweep.cell(placement, 0.0, 0, 0).losses != sweep.cell(placement, 0.0, 0, 1).losses
         assert (losses[1] < losses[0, 0]).all()  # lr 1e-2 learned something, with or without
         # the headline runs (lr 1e-2) carry their gradients after training, the others not
         assert len(sweep.cell(placement, 1e-2, 0).grad_norms_end) == size.train_depth
         assert sweep.cell(placement, 0.0, 0).grad_norms_end == []
     stab = sweep.stability()
-    assert [(r.placement, r.warmup, r.lr) for r in stab.runs] == [
-        ("post", 0, 1e-2), ("post", 3, 1e-2), ("pre", 0, 1e-2), ("pre", 3, 1e-2)
-    ]  # fmt: skip
+    assert [(r.placement, r.warmup, r.lr, r.seed) for r in stab.runs] == [
+        (p, w, 1e-2, s) for p in ("post", "pre") for w in (0, 3) for s in (0, 1)
+    ]
+    assert [r.seed for r in stab.seed_runs("pre", False)] == [0, 1]
     assert E.WarmupSweep.from_json(json.loads(json.dumps(sweep.to_json()))) == sweep
     with pytest.raises(ValueError):  # the grid must hold the headline cell
         T.sweep_grid(dataclasses.replace(size, lrs=(3e-3,)))

@@ -265,24 +265,33 @@ def test_scale_invariance_figure_panels():
     np.testing.assert_allclose(eq[0].get_ydata(), [0.5 / 1.5**2] * 2)
 
 
-def test_warmup_heatmap_one_scale_and_every_cell_written():
+def test_warmup_heatmap_colours_the_share_of_seeds_and_writes_every_cell():
     lrs, warmups = [1e-3, 1e-2], [0, 5, 20]
+    # two seeds: seed 1 trains wherever seed 0 does, and also in Post-LN's warm-up 5 column
     runs = [
-        E.TrainRun(p, w, [], loss, 1.0, not np.isfinite(loss), loss < 1.0, [], lr)
+        E.TrainRun(p, w, [], loss, 1.0, not np.isfinite(loss), loss < 1.0, [], lr, seed)
+        for seed in (0, 1)
         for p, base in (("post", 2.5), ("pre", 0.1))
         for lr in lrs
         for w, loss in zip(
-            warmups, (base, base / 2, float("nan") if p == "post" else 0.05), strict=True
+            warmups,
+            (base, base / (2 + 2 * seed), float("nan") if p == "post" else 0.05),
+            strict=True,
         )
     ]
-    sweep = E.WarmupSweep(runs, lrs, warmups, 1e-2, 5, 4, 32, 50, "reverse", float(np.log(14)))
+    sweep = E.WarmupSweep(
+        runs, lrs, warmups, 1e-2, 5, 4, 32, 50, "reverse", float(np.log(14)), seeds=2
+    )
     fig = PP.warmup_heatmap(sweep)
     post, pre = fig.axes[:2]
-    # one scale, 0 to the chance loss (above every finite loss here)
-    assert post.images[0].get_clim() == pre.images[0].get_clim() == (0.0, np.log(14))
+    # one scale, the share of seeds that trained, 0 to 1
+    assert post.images[0].get_clim() == pre.images[0].get_clim() == (0.0, 1.0)
     assert post.images[0].get_cmap().name == "viridis"
+    np.testing.assert_array_equal(post.images[0].get_array(), [[0, 0.5, 0], [0, 0.5, 0]])
     cells = [t.get_text() for ax in (post, pre) for t in ax.texts]
-    assert len(cells) == 12 and cells.count("NaN") == 2 and "2.50" in cells and "0.05" in cells
+    # Post-LN warm-up 5: seeds at 1.25 and 0.625, median 0.94; a diverged seed: NaN median
+    assert len(cells) == 12 and cells.count("0/2\n(NaN)") == 2 and "1/2\n(0.94)" in cells
+    assert "2/2\n(0.05)" in cells and "0/2\n(2.50)" in cells
     assert [t.get_text() for t in post.get_yticklabels()] == ["0.001", "0.01"]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..seeding import compare
+
 #: A last/first ratio above GROWS counts as growing toward the output, below 1/GROWS as
 #: shrinking, in between as flat.
 GROWS = 1.1
@@ -21,8 +23,6 @@ DIRECTION_SEEDS = 4
 #: A fitted log-log slope within SLOPE_TOL of the predicted exponent agrees with it. Two seeds
 #: per depth move the last-layer slope by about 0.1 (seeds 0-1 against 2-3 at the CPU size).
 SLOPE_TOL = 0.15
-#: A run whose final loss is above NEAR_CHANCE x the chance loss stayed on the plateau.
-NEAR_CHANCE = 0.8
 
 
 def trend(ratio: float) -> str:
@@ -45,20 +45,27 @@ def agrees(slope: float, expected: float) -> bool:
 # --------------------------------------------------------------------------- depth sweep at init
 
 
+def post_grows_rule(ratios) -> bool:
+    """Post-LN's gradient grows toward the output: the last/first ratios (one per seed, or per
+    depth) are above 1 by the course's rule (:func:`normedu.seeding.compare`). Fewer than two
+    ratios show nothing."""
+    return len(ratios) >= 2 and compare(list(ratios), 1.0).sign > 0
+
+
 def describe_init(init) -> str:
     """What the per-layer profiles of the depth sweep (:class:`InitGradNorms`) show."""
     post_lof = [init.last_over_first("post", d) for d in init.depths]
     pre_lof = [init.last_over_first("pre", d) for d in init.depths]
-    post_dirs = {trend(r) for r in post_lof}
     parts = [
         f"Post-LN's last/first-layer ratio is {min(post_lof):.2f} to {max(post_lof):.2f}: "
         + (
-            "the gradient grows toward the output at every depth, as in their Fig. 3."
-            if post_dirs == {"grows"}
-            else "their Fig. 3 shape (growing toward the output) does **not** reproduce at "
-            f"this width (d_model {init.d_model}); the profile "
-            + " or ".join(sorted(post_dirs))
-            + " depending on the depth."
+            "above 1 by the course's rule over the depths, the gradient grows toward the "
+            "output, as in their Fig. 3."
+            if post_grows_rule(post_lof)
+            else f"over the {len(post_lof)} depths, growth toward the output is not shown by the "
+            "course's rule (every depth above 1, or the mean more than twice its standard "
+            "error above it): their Fig. 3 shape does **not** reproduce at this width "
+            f"(d_model {init.d_model})."
         ),
         f"Pre-LN's last/first-layer ratio is {min(pre_lof):.2f} to {max(pre_lof):.2f}: "
         + _pre_words({trend(r) for r in pre_lof}),
@@ -173,16 +180,21 @@ def _few_seeds(res) -> int:
     return n if n < DIRECTION_SEEDS else 0
 
 
+def post_wide_growth(res) -> list[float]:
+    """The last/first ratios of every seed of both Post-LN stacks (reference, TinyGPT as is)."""
+    return [
+        *res.get("nn.TransformerEncoderLayer", "post").seed_ratios,
+        *res.get("TinyGPT", "post").seed_ratios,
+    ]
+
+
 def post_wide_verdict(res) -> str:
     """ "depends" if the Post-LN stacks have fewer than :data:`DIRECTION_SEEDS` seeds (too few
-    to fix a direction); otherwise "confirmed" if every seed of both grows toward the output,
-    "not reproduced" if none does, "depends" otherwise."""
+    to fix a direction); otherwise "confirmed" if the seeds' ratios of both stacks together are
+    above 1 by the course's rule (:func:`post_grows_rule`), else "not reproduced"."""
     if _few_seeds(res):
         return "depends"
-    dirs = _dirs(res.get("nn.TransformerEncoderLayer", "post")) | _dirs(res.get("TinyGPT", "post"))
-    if dirs == {"grows"}:
-        return "confirmed"
-    return "depends" if "grows" in dirs else "not reproduced"
+    return "confirmed" if post_grows_rule(post_wide_growth(res)) else "not reproduced"
 
 
 def matches_reference(res, placement: str) -> bool:
@@ -206,24 +218,25 @@ def describe_wide(res) -> str:
         f"TinyGPT's {ours['post'].last_over_first:.2f} (seeds {_seeds(ours['post'])})."
     ]
     found = post_wide_verdict(res)
+    ratios = post_wide_growth(res)
     if few:
         parts.append(
             f"{few} seeds per stack cannot fix the direction: Xiong et al.'s Fig. 3 (growing "
             "toward the output) is neither reproduced nor contradicted here."
         )
-    else:
+    elif found == "confirmed":
         parts.append(
-            {
-                "confirmed": "Every seed of both grows toward the output: Post-LN's profile "
-                "**reproduces** the direction of Xiong et al.'s Fig. 3.",
-                "depends": "Some seeds grow toward the output and others stay flat or shrink: "
-                "Xiong et al.'s Fig. 3 reproduces **only weakly**, its growth no larger than "
-                "the difference between two initializations.",
-            }.get(
-                found,
-                "No seed grows toward the output: the direction of Xiong et al.'s Fig. 3 does "
-                "**not** reproduce.",
-            )
+            f"Over the {len(ratios)} seeds of both stacks the ratio is above 1 by the course's "
+            "rule: Post-LN's profile **reproduces** the direction of Xiong et al.'s Fig. 3."
+        )
+    else:
+        above = sum(r > 1 for r in ratios)
+        parts.append(
+            f"Over the {len(ratios)} seeds of both stacks, {above} of {len(ratios)} ratios are "
+            f"above 1 (mean {np.mean(ratios):.2f}): by the course's rule (every seed above 1, or "
+            "the mean more than twice its standard error above it) no growth toward the output "
+            "stands out from the spread between initializations, so the direction of Xiong et "
+            "al.'s Fig. 3 does **not** reproduce at this width."
         )
     both = all(matches_reference(res, p) for p in ("post", "pre"))
     post_all, pre_all = every["post"].last_over_first, every["pre"].last_over_first
@@ -263,192 +276,6 @@ def describe_wide(res) -> str:
             + (", as in Xiong et al.'s Fig. 3." if pre_dirs == {"is flat"} else ".")
         )
     return " ".join(parts)
-
-
-# --------------------------------------------------------------------------- training
-
-
-def expected_stability(stab) -> bool:
-    """Post-LN fails without warm-up and trains with it; Pre-LN trains without warm-up."""
-    post_nw, post_w = stab.run("post", False), stab.run("post", True)
-    return (not post_nw.trained) and post_w.trained and stab.run("pre", False).trained
-
-
-def needs_warmup(sweep) -> list[float]:
-    """The learning rates at which Post-LN fails without warm-up and trains with some."""
-    post = sweep.trained("post")
-    w0 = sweep.warmups.index(0)
-    return [lr for i, lr in enumerate(sweep.lrs) if not post[i, w0] and post[i].any()]
-
-
-def _lrs(values) -> str:
-    return ", ".join(f"{v:g}" for v in values) if len(values) else "none"
-
-
-def trained_lrs(sweep, placement: str, with_warmup: bool) -> list[float]:
-    """The learning rates at which ``placement`` trains without warm-up (``with_warmup``
-    False) or with at least one of the non-zero warm-ups (True)."""
-    ok = sweep.trained(placement)
-    cols = [j for j, w in enumerate(sweep.warmups) if bool(w) == with_warmup]
-    return [lr for i, lr in enumerate(sweep.lrs) if ok[i, cols].any()]
-
-
-def describe_sweep(sweep) -> str:
-    """What the learning-rate x warm-up grid (:class:`WarmupSweep`) shows, in words."""
-    need = needs_warmup(sweep)
-    pre_nw = trained_lrs(sweep, "pre", False)
-    parts = [
-        f"Post-LN trains without warm-up at learning rate {_lrs(trained_lrs(sweep, 'post', False))}"
-        f" and with warm-up at {_lrs(trained_lrs(sweep, 'post', True))}; Pre-LN trains without "
-        f"warm-up at {_lrs(pre_nw)}."
-    ]
-    if need:
-        pre_ok = all(lr in pre_nw for lr in need)
-        parts.append(
-            f"So at {_lrs(need)} **warm-up is what makes Post-LN train**, and Pre-LN "
-            + ("needs none there." if pre_ok else "does **not** train there without it either.")
-        )
-    else:
-        parts.append(
-            "No learning rate in this grid separates the two: **Post-LN never needed warm-up "
-            "here** (it trains without it wherever it trains at all)."
-        )
-    failed = [r for r in sweep.runs if r.placement == "post" and not r.trained]
-    if any(r.diverged for r in failed):
-        parts.append("Some Post-LN cells diverged (NaN, shown blank).")
-    elif failed:
-        near = [r for r in failed if r.final_loss > NEAR_CHANCE * sweep.chance_loss]
-        slow = len(failed) - len(near)
-        if near:
-            parts.append(
-                f"{len(near)} of the {len(failed)} failing Post-LN cells "
-                f"stay{'s' if len(near) == 1 else ''} near chance ("
-                f"{sweep.chance_loss:.2f}; the worst at {max(r.final_loss for r in near):.2f}): "
-                "a plateau the optimizer does not leave, not a NaN."
-            )
-        if slow:
-            parts.append(
-                f"The other {slow} only learn{'s' if slow == 1 else ''} too slowly to reach "
-                "half of chance in the steps given."
-            )
-    return " ".join(parts)
-
-
-def describe_stability(stab) -> str:
-    """What the four headline runs (:class:`StabilityResult`) show, in words, for the page.
-
-    Two branches: the expected pattern (Post-LN needs warm-up, Pre-LN does not) or a plain
-    account of what happened instead. A paragraph on the trained Pre-LN stack's gradient
-    spread follows in both, when that stack trained.
-    """
-    post_nw, post_w = stab.run("post", False), stab.run("post", True)
-    pre_nw, pre_w = stab.run("pre", False), stab.run("pre", True)
-    if expected_stability(stab):
-        verb = "diverges" if post_nw.diverged else "stalls"
-        first = (
-            f"At learning rate {stab.lr:g}, the {stab.depth}-layer **Post-LN stack without "
-            f"warm-up {verb}** at a loss of {post_nw.final_loss:.2f} (chance is "
-            f"{stab.chance_loss:.2f}). With {post_w.warmup} warm-up steps the same model trains "
-            f"({post_w.final_loss:.3f}). **Pre-LN trains either way.**"
-        )
-    else:
-        first = (
-            "This run did **not** show the expected pattern (Post-LN failing without warm-up "
-            f"and training with it, Pre-LN training either way): Post-LN {post_nw.outcome} "
-            f"without warm-up (final loss {post_nw.final_loss:.2f}) and {post_w.outcome} "
-            f"with it ({post_w.final_loss:.2f}); Pre-LN {pre_nw.outcome} without warm-up "
-            f"({pre_nw.final_loss:.2f}) and {pre_w.outcome} with it ({pre_w.final_loss:.2f})."
-        )
-    parts = [first]
-    if pre_nw.grad_norms_end:
-        g = np.asarray(pre_nw.grad_norms_end)
-        spread = g.max() / g.min()
-        parts.append(
-            "A common claim is that a trained Pre-LN stack's per-layer gradients differ by "
-            "less than a factor of 2; the Pre-LN run without warm-up tests it. "
-            f"After training, the Pre-LN stack's per-layer FFN-W2 gradient norm varies by "
-            f"{spread:.2f}× from its largest to its smallest layer: "
-            + ("within" if spread < 2 else "more than")
-            + " a factor of 2."
-        )
-    return "\n\n".join(parts)
-
-
-def describe_grid(sweep) -> str:
-    """The corners of the learning-rate x warm-up grid (:class:`WarmupSweep`) in words: what
-    "trained" means, the lowest learning rate (where warm-up costs steps at the peak rate) and
-    the highest (where Post-LN fails and Pre-LN may still gain from warm-up)."""
-    chance, steps = sweep.chance_loss, sweep.steps
-    vocab = round(float(np.exp(chance))) + 2
-    w = list(sweep.warmups)
-    ws = ", ".join(map(str, w))
-    parts = [
-        f"A cell counts as trained when its final loss is below half of chance, {0.5 * chance:.2f}."
-    ]
-    if abs(np.log(vocab - 2) - chance) < 1e-9:  # the tasks whose chance loss is ln(V - 2)
-        parts.append(
-            f"Chance is $\\ln(V-2) = {chance:.2f}$, with $V = {vocab}$ the vocabulary size: "
-            "the separator and padding tokens are never targets."
-        )
-    lo, hi = min(sweep.lrs), max(sweep.lrs)
-    i_lo, i_hi = sweep.lrs.index(lo), sweep.lrs.index(hi)
-    losses = {p: sweep.final_losses(p) for p in ("post", "pre")}
-    trained = {p: sweep.trained(p) for p in ("post", "pre")}
-
-    def row(p: str, i: int) -> str:
-        return " → ".join(f"{x:.2f}" for x in losses[p][i])
-
-    rising = all(np.all(np.diff(losses[p][i_lo]) > 0) for p in ("post", "pre"))
-    # still learning at the end: the last tenth of the steps below the tenth before it
-    low_runs = [sweep.cell(p, lo, x) for p in ("post", "pre") for x in w]
-    learning = all(_still_learning(r.losses) for r in low_runs)
-    parts.append(
-        f"At the lowest learning rate, {lo:g}, the final loss over warm-ups of {ws} steps is "
-        f"{row('post', i_lo)} for Post-LN and {row('pre', i_lo)} for Pre-LN"
-        + (
-            f": warm-up makes **both end higher**. In a {steps}-step run every warm-up step is "
-            "a step below the peak rate"
-            + (
-                ", and at this rate every run is still learning when it stops (its loss over "
-                "the last tenth of the steps is below the tenth before), so warm-up only "
-                "costs progress here."
-                if learning
-                else "."
-            )
-            if rising
-            else "."
-        )
-    )
-    post_hi, pre_hi = trained["post"][i_hi], trained["pre"][i_hi]
-    if not post_hi.any():
-        parts.append(
-            f"At the highest, {hi:g}, Post-LN fails even with {max(w)} warm-up steps "
-            f"(final loss {losses['post'][i_hi][-1]:.2f}): warm-up does not rescue it at that "
-            "rate."
-        )
-    else:
-        parts.append(
-            f"At the highest, {hi:g}, Post-LN trains with warm-up of "
-            + ", ".join(str(x) for x, ok in zip(w, post_hi, strict=True) if ok)
-            + " steps."
-        )
-    if pre_hi.any() and 0 in w:
-        j0 = w.index(0)
-        j = int(np.nanargmin(losses["pre"][i_hi]))
-        if j != j0 and losses["pre"][i_hi][j] < 0.5 * losses["pre"][i_hi][j0]:
-            parts.append(
-                f"Pre-LN trains there without warm-up ({losses['pre'][i_hi][j0]:.2f}), but "
-                f"warm-up still helps it: {losses['pre'][i_hi][j]:.2f} with {w[j]} steps."
-            )
-    return " ".join(parts)
-
-
-def _still_learning(losses) -> bool:
-    """The mean loss over the last tenth of the steps is below that of the tenth before."""
-    n = max(1, len(losses) // 10)
-    if len(losses) < 2 * n:
-        return False
-    return float(np.mean(losses[-n:])) < float(np.mean(losses[-2 * n : -n]))
 
 
 def describe_embedding_switch(res, ratio: float) -> str:

@@ -88,7 +88,8 @@ class PrePostSize:
     ``lr`` (Adam peak) and ``warmup`` (steps of linear warm-up) of the headline runs, ``task``;
     the grid of :func:`warmup_sweep`, ``lrs`` x ``warmups`` (empty: the headline ``lr`` with
     no warm-up and with ``warmup``), which must hold the headline values;
-    ``train_items`` (prompt items of the training task; None: ``n_items``).
+    ``train_items`` (prompt items of the training task; None: ``n_items``);
+    ``train_seeds``: runs per cell of the grid, each its own initialization and batch stream.
     ``threads``: torch threads while running (None: leave as is).
     ``wide``: the setting of the paper-width check (:func:`wide_check`), the same on every
     device because it is one forward and backward pass per model.
@@ -114,6 +115,7 @@ class PrePostSize:
     lrs: tuple[float, ...] = ()
     warmups: tuple[int, ...] = ()
     train_items: int | None = None
+    train_seeds: int = 1
 
 
 SIZES: dict[str, PrePostSize] = {
@@ -140,6 +142,8 @@ SIZES: dict[str, PrePostSize] = {
         lrs=(3e-3, 1e-2, 3e-2),
         warmups=(0, 9, 27),
         train_items=4,
+        # a run costs about 0.17 CPU-s: 5 seeds per cell, the course's rule for cheap runs
+        train_seeds=5,
     ),
     "cuda": PrePostSize(
         depths=(6, 12, 24, 48),
@@ -153,13 +157,15 @@ SIZES: dict[str, PrePostSize] = {
         train_d_model=512,
         train_heads=8,
         train_batch=64,
-        # 18 runs of 500 steps (2 placements x 3 lrs x 3 warm-ups); four runs of 1200 steps
-        # took about two minutes on one GPU, so this grid should take about four (not measured).
+        # 18 cells of 500 steps (2 placements x 3 lrs x 3 warm-ups), 3 seeds each; four runs
+        # of 1200 steps took about two minutes on one GPU, so one seed of the grid should take
+        # about four and the three about twelve (not measured).
         steps=500,
         lr=1e-3,
         warmup=120,
         lrs=(3e-4, 1e-3, 3e-3),
         warmups=(0, 120, 360),
+        train_seeds=3,
     ),
 }
 

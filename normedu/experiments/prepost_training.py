@@ -4,9 +4,10 @@
 learning rate and warm-up length (Adam, linear warm-up then constant) on the same stream of
 synthetic batches, the cells of one placement side by side (:func:`train_cells`, stacked by
 :mod:`.prepost_stacked`), and returns a :class:`WarmupSweep`: the final loss of every cell, the heat
-map of the chapter. :meth:`WarmupSweep.stability` picks the four runs at the headline learning
-rate (no warm-up and the headline warm-up, both placements), the :class:`StabilityResult` that
-the loss-curve figure and the claims read. :mod:`normedu.experiments.prepost` holds the sizes
+map of the chapter, each cell trained on several seeds (its own initialization and batch stream
+each). :meth:`WarmupSweep.stability` picks the runs at the headline learning rate (no warm-up
+and the headline warm-up, both placements, every seed), the :class:`StabilityResult` that the
+claims read. :mod:`normedu.experiments.prepost` holds the sizes
 and re-exports these names; the chapter finds them there.
 """
 
@@ -54,6 +55,8 @@ class TrainRun:
     - grad_norms_end: per-block FFN-W2 gradient norm after training (block 0 first); measured
       for the runs at the headline learning rate only (empty otherwise).
     - lr: the peak learning rate (None in results stored before the sweep existed).
+    - seed: the seed of its initialization and batch stream (0 in results stored before the
+      sweep had several).
     """
 
     placement: str
@@ -65,6 +68,7 @@ class TrainRun:
     trained: bool
     grad_norms_end: list[float] = field(default_factory=list)
     lr: float | None = None
+    seed: int = 0
 
     @property
     def label(self) -> str:
@@ -78,7 +82,7 @@ class TrainRun:
 
 @dataclass
 class StabilityResult:
-    """Four runs at one learning rate (both placements, without and with warm-up)."""
+    """Four runs per seed at one learning rate (both placements, without and with warm-up)."""
 
     runs: list[TrainRun]
     depth: int
@@ -88,11 +92,16 @@ class StabilityResult:
     task: str
     chance_loss: float
 
-    def run(self, placement: str, warmup: bool) -> TrainRun:
+    def run(self, placement: str, warmup: bool, seed: int = 0) -> TrainRun:
         for r in self.runs:
-            if r.placement == placement and bool(r.warmup) == warmup:
+            if r.placement == placement and bool(r.warmup) == warmup and r.seed == seed:
                 return r
-        raise KeyError(f"no run with placement={placement!r}, warmup={warmup}")
+        raise KeyError(f"no run with placement={placement!r}, warmup={warmup}, seed={seed}")
+
+    def seed_runs(self, placement: str, warmup: bool) -> list[TrainRun]:
+        """The runs of every seed at (``placement``, ``warmup``), in seed order."""
+        runs = [r for r in self.runs if r.placement == placement and bool(r.warmup) == warmup]
+        return sorted(runs, key=lambda r: r.seed)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,10 +115,11 @@ class StabilityResult:
 
 @dataclass
 class WarmupSweep:
-    """Every run of :func:`run_sweep`: placements x ``lrs`` x ``warmups``.
+    """Every run of :func:`run_sweep`: placements x ``lrs`` x ``warmups`` x ``seeds``.
 
     ``lr`` and ``warmup`` are the headline cell (a member of ``lrs`` and of ``warmups``), the
-    one :meth:`stability` reads.
+    one :meth:`stability` reads. ``seeds``: runs per cell, seeds 0 .. seeds-1 (each its own
+    initialization and batch stream).
     """
 
     runs: list[TrainRun]
@@ -122,28 +132,56 @@ class WarmupSweep:
     steps: int
     task: str
     chance_loss: float
+    seeds: int = 1
 
-    def cell(self, placement: str, lr: float, warmup: int) -> TrainRun:
+    def cell(self, placement: str, lr: float, warmup: int, seed: int = 0) -> TrainRun:
         for r in self.runs:
-            if (r.placement, r.lr, r.warmup) == (placement, lr, warmup):
+            if (r.placement, r.lr, r.warmup, r.seed) == (placement, lr, warmup, seed):
                 return r
-        raise KeyError(f"no run with placement={placement!r}, lr={lr}, warmup={warmup}")
+        raise KeyError(
+            f"no run with placement={placement!r}, lr={lr}, warmup={warmup}, seed={seed}"
+        )
+
+    def seed_runs(self, placement: str, lr: float, warmup: int) -> list[TrainRun]:
+        """The cell's runs, one per seed, in seed order."""
+        return [self.cell(placement, lr, warmup, s) for s in range(self.seeds)]
+
+    def seed_losses(self, placement: str, lr: float, warmup: int) -> np.ndarray:
+        """(seeds,) final losses of the cell, in seed order (NaN: diverged)."""
+        return np.array([r.final_loss for r in self.seed_runs(placement, lr, warmup)])
 
     def final_losses(self, placement: str) -> np.ndarray:
-        """(len(lrs), len(warmups)) final losses, rows by learning rate (NaN: diverged)."""
+        """(len(lrs), len(warmups)) median final loss over the seeds, rows by learning rate
+        (NaN where a seed diverged)."""
         return np.array(
-            [[self.cell(placement, lr, w).final_loss for w in self.warmups] for lr in self.lrs]
+            [
+                [float(np.median(self.seed_losses(placement, lr, w))) for w in self.warmups]
+                for lr in self.lrs
+            ]
+        )
+
+    def trained_counts(self, placement: str) -> np.ndarray:
+        """(len(lrs), len(warmups)) int: in how many of the ``seeds`` runs each cell trained."""
+        return np.array(
+            [
+                [sum(r.trained for r in self.seed_runs(placement, lr, w)) for w in self.warmups]
+                for lr in self.lrs
+            ]
         )
 
     def trained(self, placement: str) -> np.ndarray:
-        """(len(lrs), len(warmups)) bool: which cells trained."""
-        return np.array(
-            [[self.cell(placement, lr, w).trained for w in self.warmups] for lr in self.lrs]
-        )
+        """(len(lrs), len(warmups)) bool: the cells that trained on every seed."""
+        return self.trained_counts(placement) == self.seeds
 
     def stability(self) -> StabilityResult:
-        """The four runs at the headline ``lr``: each placement without and with ``warmup``."""
-        runs = [self.cell(p, self.lr, w) for p in ("post", "pre") for w in (0, self.warmup)]
+        """The runs at the headline ``lr``: each placement without and with ``warmup``, every
+        seed."""
+        runs = [
+            self.cell(p, self.lr, w, s)
+            for p in ("post", "pre")
+            for w in (0, self.warmup)
+            for s in range(self.seeds)
+        ]
         return StabilityResult(
             runs, self.depth, self.d_model, self.steps, self.lr, self.task, self.chance_loss
         )
@@ -162,17 +200,29 @@ def _fc2_layers(model) -> dict:
     return {f"block{i}": blk.mlp.fc2 for i, blk in enumerate(model.blocks)}
 
 
+#: Batch seeds of training seed s: BATCH_SEED + BATCH_STRIDE * s + step (seed 0 keeps the
+#: stream it always had); BATCH_STRIDE is above any preset's steps, so no two seeds share one.
+BATCH_SEED, BATCH_STRIDE = 10_000, 1_000
+
+
 def train_cells(
-    size, placement: str, cells, device, progress=None, grads_at: float | None = None
+    size,
+    placement: str,
+    cells,
+    device,
+    progress=None,
+    grads_at: float | None = None,
+    seed: int = 0,
 ) -> list[TrainRun]:
     """Train one stack of ``size`` (a :class:`~normedu.experiments.prepost.PrePostSize`) per cell.
 
     ``cells``: (peak lr, warm-up steps) pairs. Every cell starts from the same initialization
-    (seed 0) and sees the same batches (fresh ones seeded by the step), with Adam (betas 0.9,
-    0.98) at its peak lr and ``warmup`` steps of linear warm-up, for ``size.steps`` steps. The
-    cells train side by side, stacked (:mod:`.prepost_stacked`): each is the run it would be
-    alone, up to float rounding. ``grads_at``: the cells at this peak lr also measure their
-    per-block FFN-W2 gradient after training. Returns one :class:`TrainRun` per cell, in order.
+    (``seed``) and sees the same batches (fresh ones seeded by ``seed`` and the step), with
+    Adam (betas 0.9, 0.98) at its peak lr and ``warmup`` steps of linear warm-up, for
+    ``size.steps`` steps. The cells train side by side, stacked (:mod:`.prepost_stacked`):
+    each is the run it would be alone, up to float rounding. ``grads_at``: the cells at this
+    peak lr also measure their per-block FFN-W2 gradient after training. Returns one
+    :class:`TrainRun` per cell, in order.
     """
     import torch
     import torch.nn.functional as F
@@ -190,8 +240,10 @@ def train_cells(
         n_layers=size.train_depth,
         max_len=seq_len(size.task, items),
         placement=placement,
-        seed=0,
+        seed=seed,
     )
+    if size.steps > BATCH_STRIDE:
+        raise ValueError(f"at most {BATCH_STRIDE} steps per seed's batch stream, got {size.steps}")
     check_stackable(cfg)
     n = len(cells)
     model = TinyGPT(cfg).to(device)
@@ -200,7 +252,8 @@ def train_cells(
     losses = torch.full((size.steps, n), float("nan"), dtype=torch.float64)
     diverged = torch.zeros(n, dtype=torch.bool)
     for step in range(size.steps):
-        b = make_batch(size.task, size.train_batch, items, size.vocab, 10_000 + step, device)
+        batch_seed = BATCH_SEED + BATCH_STRIDE * seed + step
+        b = make_batch(size.task, size.train_batch, items, size.vocab, batch_seed, device)
         logits = stacked_logits(cfg, params, b.x)
         # each copy's lm_loss: mean cross-entropy over the scored positions
         ce = F.cross_entropy(
@@ -241,7 +294,9 @@ def train_cells(
                 )
                 ends = prof.norms.tolist()
         trained = (not gone) and final < 0.5 * chance
-        runs.append(TrainRun(placement, warmup, run_losses, final, acc, gone, trained, ends, lr))
+        runs.append(
+            TrainRun(placement, warmup, run_losses, final, acc, gone, trained, ends, lr, seed)
+        )
     return runs
 
 
@@ -270,7 +325,7 @@ def run_sweep(size, device, progress: bool = False) -> WarmupSweep:
         # page shows as raw JSON; the text bar goes to stderr, which the book removes.
         from tqdm.std import tqdm
 
-        total = 2 * len(lrs) * len(warmups) * size.steps
+        total = 2 * len(lrs) * len(warmups) * size.steps * size.train_seeds
         bar = tqdm(total=total, desc="lr x warm-up sweep", leave=False, file=sys.stderr)
     runs = []
     precision = torch.get_float32_matmul_precision()
@@ -281,9 +336,12 @@ def run_sweep(size, device, progress: bool = False) -> WarmupSweep:
     try:
         with threads(size.threads):
             cells = [(lr, warmup) for lr in lrs for warmup in warmups]
-            for placement in ("post", "pre"):
-                # the headline runs (lr size.lr) also measure their gradients after training
-                runs += train_cells(size, placement, cells, device, bar, grads_at=size.lr)
+            for seed in range(size.train_seeds):
+                for placement in ("post", "pre"):
+                    # the headline runs (lr size.lr) also measure their gradients after training
+                    runs += train_cells(
+                        size, placement, cells, device, bar, grads_at=size.lr, seed=seed
+                    )
     finally:
         torch.set_float32_matmul_precision(precision)
     if bar is not None:
@@ -299,4 +357,5 @@ def run_sweep(size, device, progress: bool = False) -> WarmupSweep:
         size.steps,
         size.task,
         chance_loss(size.vocab, size.task),
+        size.train_seeds,
     )

@@ -321,26 +321,28 @@ def scaling_figure(res: InitGradNorms, expected: dict[str, dict[str, float]]) ->
 
 
 def warmup_heatmap(sweep: WarmupSweep) -> Figure:
-    """Final training loss over learning rate (rows) x warm-up steps (columns), one panel per
-    placement, one shared colour scale (viridis, 0 to the chance loss), values in the cells.
+    """Share of seeds that trained over learning rate (rows) x warm-up steps (columns), one
+    panel per placement, one colour scale (viridis, 0 to 1), "k/n" and the median final loss
+    in each cell.
 
-    A diverged run (NaN) is a blank cell marked "NaN". Lower is better: dark cells trained.
+    A cell with a diverged run shows "NaN" for its median loss. Brighter is better: bright
+    cells trained on every seed, dark ones on none.
     """
     fig, axes = figure(1, 2, width=10.0, height=4.0, sharey=True)
-    vmax = max(sweep.chance_loss, *(r.final_loss for r in sweep.runs if np.isfinite(r.final_loss)))
     image = None
     for ax, placement in zip(axes, ("post", "pre"), strict=True):
+        counts = sweep.trained_counts(placement)
         losses = sweep.final_losses(placement)
-        image = ax.imshow(
-            np.ma.masked_invalid(losses), cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto"
-        )
-        for i in range(losses.shape[0]):
-            for j in range(losses.shape[1]):
+        share = counts / sweep.seeds
+        image = ax.imshow(share, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        for i in range(share.shape[0]):
+            for j in range(share.shape[1]):
                 v = losses[i, j]
-                # dark text on the light (high-loss) end of viridis, light text on the dark end
-                color = "black" if np.isfinite(v) and v > 0.6 * vmax else "white"
-                text = f"{v:.2f}" if np.isfinite(v) else "NaN"
-                ax.text(j, i, text, ha="center", va="center", color=color, fontsize=10)
+                # dark text on the light (high-share) end of viridis, light text on the dark end
+                color = "black" if share[i, j] > 0.6 else "white"
+                loss = f"{v:.2f}" if np.isfinite(v) else "NaN"
+                text = f"{counts[i, j]}/{sweep.seeds}\n({loss})"
+                ax.text(j, i, text, ha="center", va="center", color=color, fontsize=9)
         ax.set_xticks(range(len(sweep.warmups)), [str(w) for w in sweep.warmups])
         ax.set_yticks(range(len(sweep.lrs)), [f"{lr:g}" for lr in sweep.lrs])
         ax.set_xlabel(f"warm-up steps (of {sweep.steps})")
@@ -349,6 +351,9 @@ def warmup_heatmap(sweep: WarmupSweep) -> Figure:
         ax.grid(False)
     axes[0].set_ylabel("peak learning rate (Adam)")
     bar = fig.colorbar(image, ax=list(axes), shrink=0.9)
-    bar.set_label(f"final training loss (chance {sweep.chance_loss:.2f})")
-    fig.suptitle(f"Final loss after {sweep.steps} steps ({sweep.task} task): lower is better")
+    bar.set_label(f"share of the {sweep.seeds} seeds that trained")
+    fig.suptitle(
+        f"Seeds trained (final loss below {0.5 * sweep.chance_loss:.2f}, half of chance) after "
+        f"{sweep.steps} steps ({sweep.task} task); median final loss in brackets"
+    )
     return fig
