@@ -181,8 +181,8 @@ def describe_ablation(res) -> str:
         parts.append(
             "Dropping the re-scaling does **not** hurt clearly here: at gain "
             f"{bad:.2g} the re-centring norm does not trail both re-scaling norms by the seed "
-            f"rule and by {WORSE:.0%} (re-centre only − LayerNorm per seed, in points: "
-            f"{_points(to_ln.values)}), so this run does not support Zhang and Sennrich's "
+            f"rule and by {100 * WORSE:.0f} points (re-centre only − LayerNorm per seed, in "
+            f"points: {_points(to_ln.values)}), so this run does not support Zhang and Sennrich's "
             "hypothesis."
         )
     return " ".join(parts)
@@ -400,10 +400,12 @@ def recentering() -> Claim:
         chapter=CHAPTER,
         claim="Re-centring can be dropped at no cost; re-scaling is what a norm must keep",
         # The paper hypothesizes this; the test of it is this chapter's own ablation.
-        source=cite("zhang2019root")
-        + " (hypothesis); this course's ablation, {doc}`"
+        # (the paper's part last: the ledger shows the quote right after the source)
+        source="this course's ablation, {doc}`"
         + CHAPTER
-        + "` (measurement)",
+        + "` (measurement); "
+        + cite("zhang2019root")
+        + " (hypothesis)",
         measured=f"{abl.size.depth}-layer ReLU MLP on digits, {abl.steps} Adam steps, {n} "
         f"seeds, mean at gain {bad:.2g}: "
         + ", ".join(f"{k} {abl.mean(bad, k):.1%}" for k in abl.acc[bad])
@@ -418,8 +420,9 @@ def recentering() -> Claim:
         f"re-scaling norms at gain {bad:.2g}",
         verdict=verdict_by_parts([v["recentre_harmless"], v["rescale_needed"]]),
         device=_device(),
-        note=f"seed rule: {RULE}; 'below both' also needs a mean shortfall of {WORSE:.0%} or "
-        "more; accuracies after the steps stated, not at convergence",
+        note=f"seed rule: {RULE}; 'below both' also needs a mean shortfall of "
+        f"{100 * WORSE:.0f} percentage points or more; accuracies after the steps stated, not "
+        "at convergence",
         per_seed=per_seed if n > 1 else {},
         quote=ZS_HYPOTHESIS,
         quote_where="Abstract",
