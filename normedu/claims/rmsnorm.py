@@ -75,7 +75,8 @@ MODELS: tuple[tuple[str, str, str, str, str], ...] = (
         "Gemma",
         cite("gemma2024", "gemma_pytorch", "gemma2_2024"),
         "cited",
-        "the report: RMSNorm on both the input and the output of each sub-layer; the "
+        "the report: RMSNorm on both the input and the output of each sub-layer in its first "
+        "arXiv version, on the input in a later one; the "
         "reference code (GemmaDecoderLayer) normalizes only the sub-layer inputs (before "
         "attention, before the MLP) and the final output; norms on the sub-layer outputs come "
         "with Gemma 2 (Gemma2DecoderLayer)",
