@@ -142,10 +142,8 @@ QUOTED_CHAPTERS = ("rmsnorm", "fast", "summary", "jacobian")
 #: quote is never paraphrased, so these stay without one until someone reads the source.
 UNQUOTED = {
     "fast.h200_floor": "NVIDIA's H200 datasheet text not found; only third-party copies",
-    "rmsnorm.uses.t5": "the T5 paper's §3.1 wording not found in a copy of the paper",
     "rmsnorm.uses.palm": "the PaLM paper's 'No Biases' wording not found in a copy",
     "rmsnorm.uses.gemma": "the Gemma report's wording differs between its arXiv versions",
-    "rmsnorm.uses.mistral": "the row cites reference code, not words",
     "rmsnorm.uses.deepseek": "the DeepSeek LLM paper's §2.2 wording not found in a copy",
 }
 

@@ -111,6 +111,17 @@ MODEL_QUOTES: dict[str, tuple[str, str]] = {
         "We adopt most of the pretraining setting and model architecture from Llama 1.",
         "§2.2",
     ),
+    # The rows that cite code quote the code (its words are what the row rests on).
+    "t5": (
+        'def sublayer_rms_norm(x, layer_stack, context, epsilon=1e-6, name="rms_norm"): '
+        '"""RMS normalization.',
+        "Mesh TensorFlow, transformer.py, sublayer_rms_norm",
+    ),
+    "mistral": (
+        "self.attention_norm = RMSNorm(args.dim, eps=args.norm_eps) "
+        "self.ffn_norm = RMSNorm(args.dim, eps=args.norm_eps)",
+        "one_file_ref.py, TransformerBlock.__init__",
+    ),
 }
 
 
