@@ -138,10 +138,11 @@ def train_stacked(
     batch: int,
     epochs: int,
     lr: float,
-) -> None:
+) -> list[list[float]]:
     """Adam (lr ``lr``, :class:`normedu.training.WrittenAdam`) on each model's mean
     cross-entropy, ``epochs`` passes over ``(x, y)`` (N, d_in), (N,) in minibatches of
-    ``batch``.
+    ``batch``. Returns each model's mean training loss per epoch (``[model][epoch]``), so a
+    caller can say whether the loss had stopped falling.
 
     Model m visits the examples in the order of ``seeding.generator(order_seeds[m])``
     drawn as :func:`normedu.training.train_epoch` draws it (one ``randperm(N)`` per epoch), so
@@ -152,7 +153,9 @@ def train_stacked(
     gens = {s: seeding.generator(s) for s in distinct}
     row = torch.tensor([distinct.index(s) for s in order_seeds])
     n = len(x)
+    history: list[list[float]] = [[] for _ in order_seeds]
     for _ in range(epochs):
+        total = torch.zeros(len(order_seeds))
         perms = torch.stack([torch.randperm(n, generator=gens[s]) for s in distinct])[row]
         for i in range(0, n, batch):
             idx = perms[:, i : i + batch]  # (M, B)
@@ -163,6 +166,10 @@ def train_stacked(
             opt.zero_grad()
             per_model.mean(dim=1).sum().backward()
             opt.step()
+            total += per_model.detach().sum(dim=1)
+        for m, t in enumerate((total / n).tolist()):
+            history[m].append(t)
+    return history
 
 
 def stacked_accuracy(net: StackedMLP, x: Tensor, y: Tensor) -> list[float]:

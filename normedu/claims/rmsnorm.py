@@ -15,13 +15,28 @@ CHAPTER = "rmsnorm"
 #: A claim this course states without a primary source is attributed to its chapter.
 ARTICLE = "this course, chapter 'RMSNorm'"
 NOTES = ARTICLE
-PAPER = "Zhang & Sennrich, NeurIPS 2019"
+PAPER = cite("zhang2019root")
+#: Zhang and Sennrich's abstract (arXiv 1910.07467 / NeurIPS 2019): their own words for the
+#: three claims the page attributes to them.
+ZS_HYPOTHESIS = (
+    "we hypothesize that re-centering invariance in LayerNorm is dispensable and propose root "
+    "mean square layer normalization, or RMSNorm"
+)
+ZS_SPEED = (
+    "RMSNorm achieves comparable performance against LayerNorm but reduces the running time by "
+    "7%∼64% on different models"
+)
+ZS_PRMS = (
+    "We also present partial RMSNorm, or pRMSNorm where the RMS is estimated from p% of the "
+    "summed inputs without breaking the above properties"
+)
 
 #: Which models use RMSNorm, per each model's paper and, where the paper does not name its
 #: norm, the reference code the model was trained or released with: (id, model, source,
 #: verdict, what the source says). "cited": the source names or computes RMSNorm; "not
 #: reproduced": the source does not support the claim (it describes the norm without saying
-#: RMSNorm, nor whether the mean is subtracted); the last field says what it does say.
+#: RMSNorm, nor whether the mean is subtracted); the last field says what it does say. The
+#: source's own words, where this course has read them, are in :data:`MODEL_QUOTES`.
 MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     (
         "llama",
@@ -60,7 +75,8 @@ MODELS: tuple[tuple[str, str, str, str, str], ...] = (
         "Gemma",
         cite("gemma2024", "gemma_pytorch", "gemma2_2024"),
         "cited",
-        "the report: RMSNorm on both the input and the output of each sub-layer; the "
+        "the report: RMSNorm on both the input and the output of each sub-layer in its first "
+        "arXiv version, on the input in a later one; the "
         "reference code (GemmaDecoderLayer) normalizes only the sub-layer inputs (before "
         "attention, before the MLP) and the final output; norms on the sub-layer outputs come "
         "with Gemma 2 (Gemma2DecoderLayer)",
@@ -83,71 +99,159 @@ MODELS: tuple[tuple[str, str, str, str, str], ...] = (
     ),
 )
 
-#: Accuracy gaps (fractions) the ablation verdict uses: "harmless" within SAME of LayerNorm,
-#: "catastrophic" at least WORSE below both re-scaling norms.
-SAME, WORSE = 0.03, 0.10
+#: model id -> (quote, where it stands) for the rows of :data:`MODELS` whose source's exact
+#: words this course has read; a row without one shows none (no paraphrase in quotes).
+MODEL_QUOTES: dict[str, tuple[str, str]] = {
+    "llama": (
+        "we normalize the input of each transformer sub-layer, instead of normalizing the "
+        "output. We use the RMSNorm normalizing function",
+        "§2.2, Pre-normalization",
+    ),
+    "llama2": (
+        "We adopt most of the pretraining setting and model architecture from Llama 1.",
+        "§2.2",
+    ),
+    # The rows that cite code quote the code (its words are what the row rests on).
+    "t5": (
+        'def sublayer_rms_norm(x, layer_stack, context, epsilon=1e-6, name="rms_norm"): '
+        '"""RMS normalization.',
+        "Mesh TensorFlow, transformer.py, sublayer_rms_norm",
+    ),
+    "mistral": (
+        "self.attention_norm = RMSNorm(args.dim, eps=args.norm_eps) "
+        "self.ffn_norm = RMSNorm(args.dim, eps=args.norm_eps)",
+        "one_file_ref.py, TransformerBlock.__init__",
+    ),
+}
+
+
+#: The ablation's verdict: the re-centring norm "trails" the re-scaling norms when it is
+#: below both by the seed rule (:func:`normedu.seeding.compare`) and by WORSE (a fraction of
+#: test accuracy) or more on average.
+WORSE = 0.10
+#: The seed rule in words, as the page states it.
+RULE = (
+    "a difference counts only if every seed agrees in sign or the mean difference exceeds "
+    "twice its standard error"
+)
+#: A run's training loss is "still falling" when its last epoch's mean is more than this
+#: fraction below the epoch before.
+STILL_FALLING = 0.01
+
+
+def _points(values) -> str:
+    return ", ".join(f"{100 * v:+.1f}" for v in values)
 
 
 def describe_ablation(res) -> str:
-    """The re-centring ablation (:class:`AblationResult`) in words, for the page."""
+    """The re-centring ablation (:class:`AblationResult`) in words, for the page: the means,
+    how long the runs trained, and the verdicts of :func:`ablation_verdicts`, each with its
+    per-seed differences. Every verdict is worded by the seed rule, so the words are the same
+    for any seeds that give the same conclusion (only numbers differ)."""
     good, bad = min(res.size.gains), max(res.size.gains)
+    n = len(res.size.seeds)
     parts = []
     for gain, when in ((good, "well-scaled"), (bad, "badly scaled")):
         m = {k: res.mean(gain, k) for k in ("layernorm", "rmsnorm", "center", "none")}
         parts.append(
-            f"With the {when} initialization (gain {gain:.2g}), mean test accuracy is "
-            f"{m['layernorm']:.1%} with LayerNorm, {m['rmsnorm']:.1%} with RMSNorm, "
+            f"With the {when} initialization (gain {gain:.2g}), mean test accuracy over {n} "
+            f"seeds is {m['layernorm']:.1%} with LayerNorm, {m['rmsnorm']:.1%} with RMSNorm, "
             f"{m['center']:.1%} with the norm that only re-centres and {m['none']:.1%} with "
             "no norm."
         )
+    parts.append(training_length(res))
     v = ablation_verdicts(res)
+    rms = v["rms_vs_ln"]
+    diffs = "; ".join(f"gain {g:.2g}: {_points(c.values)}" for g, c in rms.items())
     if v["recentre_harmless"]:
         parts.append(
-            "Dropping the re-centring (RMSNorm) costs nothing here that "
-            f"{len(res.size.seeds)} seeds can detect: RMSNorm is within "
-            f"{100 * v['rms_gap']:.1f} percentage points of LayerNorm at both gains."
+            "Dropping the re-centring (RMSNorm) costs nothing here: by the seed rule ("
+            + RULE
+            + f"), RMSNorm's accuracy is not below LayerNorm's at either gain with {n} seeds "
+            f"(RMSNorm − LayerNorm per seed, in points: {diffs})."
         )
     else:
+        worse = [g for g, c in rms.items() if c.clear and c.sign < 0]
         parts.append(
-            "Dropping the re-centring (RMSNorm) **does** cost accuracy here: RMSNorm trails "
-            f"LayerNorm by up to {100 * v['rms_gap']:.1f} percentage points."
+            "Dropping the re-centring (RMSNorm) **does** cost accuracy here: at gain "
+            + " and ".join(f"{g:.2g}" for g in worse)
+            + " RMSNorm's accuracy is below LayerNorm's by the seed rule ("
+            + RULE
+            + f"; RMSNorm − LayerNorm per seed, in points: {diffs})."
         )
+    to_ln, to_none = v["center_vs_ln"], v["center_vs_none"]
     if v["rescale_needed"]:
-        over_none = res.mean(bad, "center") - res.mean(bad, "none")
         parts.append(
             f"Dropping the re-scaling is what hurts: at gain {bad:.2g} the re-centring norm "
-            f"trails both re-scaling norms by at least {100 * v['center_gap']:.1f} percentage "
-            "points, and "
-            + (
-                f"gains only {100 * over_none:.1f} points over no norm at all."
-                if over_none > 0
-                else "does no better than no norm at all."
-            )
-            + " This matches Zhang and Sennrich's reading."
+            "trails both re-scaling norms by the same rule, by at least "
+            f"{100 * v['center_gap']:.1f} points on average (re-centre only − LayerNorm per "
+            f"seed: {_points(to_ln.values)}), and it stays closer to no norm at all "
+            f"(re-centre only − no norm: {_points(to_none.values)}). This matches Zhang and "
+            "Sennrich's hypothesis that the re-scaling is what a norm must keep."
         )
     else:
         parts.append(
-            "Dropping the re-scaling does **not** hurt clearly here: the re-centring norm stays "
-            f"within {v['center_gap']:.1%} of the re-scaling norms, so this run does not "
-            "support Zhang and Sennrich's reading."
+            "Dropping the re-scaling does **not** hurt clearly here: at gain "
+            f"{bad:.2g} the re-centring norm does not trail both re-scaling norms by the seed "
+            f"rule and by {100 * WORSE:.0f} points (re-centre only − LayerNorm per seed, in "
+            f"points: {_points(to_ln.values)}), so this run does not support Zhang and Sennrich's "
+            "hypothesis."
         )
     return " ".join(parts)
 
 
+def training_length(res) -> str:
+    """How long each ablation run trained and whether its training loss had stopped falling
+    (:data:`STILL_FALLING`), in words."""
+    runs = [h for by_norm in res.loss.values() for per_seed in by_norm.values() for h in per_seed]
+    steps = f"{res.size.epochs} epochs of Adam ({res.steps} steps)"
+    if not runs or any(len(h) < 2 for h in runs):
+        return f"Each run trained for {steps}."
+    falling = [h[-1] < (1 - STILL_FALLING) * h[-2] for h in runs]
+    if all(falling):
+        state = (
+            "every run's training loss was still falling in its last epoch, so these are "
+            f"accuracies after {res.steps} steps, not at convergence"
+        )
+    elif not any(falling):
+        state = "every run's training loss had stopped falling by its last epoch"
+    else:
+        state = (
+            f"the training loss was still falling in the last epoch for {sum(falling)} of "
+            f"{len(runs)} runs, so these are accuracies after {res.steps} steps"
+        )
+    return f"Each run trained for {steps}; {state}."
+
+
 def ablation_verdicts(res) -> dict:
-    """``recentre_harmless`` (RMSNorm within SAME of LayerNorm at every gain), ``rms_gap``;
-    ``rescale_needed`` (at the largest gain the re-centring norm trails both re-scaling norms
-    by WORSE or more and beats no norm by less than WORSE), ``center_gap``."""
-    rms_gap = max(res.mean(g, "layernorm") - res.mean(g, "rmsnorm") for g in res.size.gains)
+    """The ablation's verdicts by the seed rule (:func:`normedu.seeding.compare`, seeds
+    paired: every variant of a seed starts from the same Linear weights).
+
+    - ``rms_vs_ln``: {gain: compare(RMSNorm, LayerNorm)}; ``recentre_harmless``: at no gain is
+      RMSNorm clearly below LayerNorm.
+    - ``center_vs_ln``, ``center_vs_rms``, ``center_vs_none``: the re-centring norm against
+      each, at the largest gain; ``center_gap``: its smaller mean shortfall against the two
+      re-scaling norms; ``rescale_needed``: it is clearly below both, by :data:`WORSE` or more
+      on average, and closer to no norm than to the re-scaling norms.
+    """
+    acc = res.acc
+    rms_vs_ln = {g: seeding.compare(acc[g]["rmsnorm"], acc[g]["layernorm"]) for g in res.size.gains}
     bad = max(res.size.gains)
-    scale = min(res.mean(bad, "layernorm"), res.mean(bad, "rmsnorm"))
-    center_gap = scale - res.mean(bad, "center")
+    center_vs_ln = seeding.compare(acc[bad]["center"], acc[bad]["layernorm"])
+    center_vs_rms = seeding.compare(acc[bad]["center"], acc[bad]["rmsnorm"])
+    center_vs_none = seeding.compare(acc[bad]["center"], acc[bad]["none"])
+    center_gap = min(-center_vs_ln.mean, -center_vs_rms.mean)
+    below_both = all(c.clear and c.sign < 0 for c in (center_vs_ln, center_vs_rms))
     return {
-        "recentre_harmless": rms_gap <= SAME,
-        "rms_gap": max(rms_gap, 0.0),
-        "rescale_needed": center_gap >= WORSE
-        and res.mean(bad, "center") - res.mean(bad, "none") < WORSE,
+        "rms_vs_ln": rms_vs_ln,
+        "recentre_harmless": not any(c.clear and c.sign < 0 for c in rms_vs_ln.values()),
+        "center_vs_ln": center_vs_ln,
+        "center_vs_rms": center_vs_rms,
+        "center_vs_none": center_vs_none,
         "center_gap": center_gap,
+        "rescale_needed": below_both
+        and center_gap >= WORSE
+        and abs(center_vs_none.mean) < center_gap,
     }
 
 
@@ -232,8 +336,9 @@ def params() -> Claim:
     return Claim(
         id="rmsnorm.params",
         chapter=CHAPTER,
-        claim="RMSNorm drops β: D parameters per layer instead of LayerNorm's 2D",
-        source=f"{NOTES}; {PAPER}",
+        claim="torch.nn.RMSNorm has no shift β: D parameters per layer instead of "
+        "torch.nn.LayerNorm's 2D",
+        source=NOTES,
         measured=f"torch.nn at D = 768: LayerNorm {pc['layernorm']}, RMSNorm {pc['rmsnorm']}",
         verdict=verdict((pc["layernorm"], pc["rmsnorm"]) == (1536, 768)),
         device=f"torch {torch.__version__}",
@@ -279,11 +384,14 @@ def paper_7_64() -> Claim:
     return Claim(
         id="rmsnorm.paper_7_64",
         chapter=CHAPTER,
-        claim="RMSNorm cuts whole-model running time by 7%–64% across models",
+        claim="RMSNorm cuts whole-model running time by 7%–64% across models, at quality "
+        "comparable to LayerNorm's",
         source=PAPER,
         measured="whole-model training not reproduced here",
         verdict="cited",
         device="—",
+        quote=ZS_SPEED,
+        quote_where="Abstract",
     )
 
 
@@ -293,21 +401,43 @@ def recentering() -> Claim:
     abl = recentre_ablation()
     v = ablation_verdicts(abl)
     bad = max(abl.size.gains)
+    n = len(abl.size.seeds)
+    per_seed = {
+        f"{k} accuracy, gain {g:.2g}": [round(a, 4) for a in abl.acc[g][k]]
+        for g in abl.size.gains
+        for k in abl.acc[g]
+    }
     return Claim(
         id="rmsnorm.recentering",
         chapter=CHAPTER,
         claim="Re-centring can be dropped at no cost; re-scaling is what a norm must keep",
         # The paper hypothesizes this; the test of it is this chapter's own ablation.
-        source=cite("zhang2019root")
-        + " (hypothesis); this course's ablation, {doc}`"
+        # (the paper's part last: the ledger shows the quote right after the source)
+        source="this course's ablation, {doc}`"
         + CHAPTER
-        + "` (measurement)",
-        measured=f"{abl.size.depth}-layer ReLU MLP on digits, {len(abl.size.seeds)} seeds, "
-        f"gain {bad:.2g}: "
+        + "` (measurement); "
+        + cite("zhang2019root")
+        + " (hypothesis)",
+        measured=f"{abl.size.depth}-layer ReLU MLP on digits, {abl.steps} Adam steps, {n} "
+        f"seeds, mean at gain {bad:.2g}: "
         + ", ".join(f"{k} {abl.mean(bad, k):.1%}" for k in abl.acc[bad])
-        + f"; RMSNorm within {v['rms_gap']:.1%} of LayerNorm at every gain",
+        + "; RMSNorm below LayerNorm by the seed rule at "
+        + (
+            "no gain"
+            if v["recentre_harmless"]
+            else "gain "
+            + ", ".join(f"{g:.2g}" for g, c in v["rms_vs_ln"].items() if c.clear and c.sign < 0)
+        )
+        + f"; re-centre only {'below' if v['rescale_needed'] else 'not clearly below'} both "
+        f"re-scaling norms at gain {bad:.2g}",
         verdict=verdict_by_parts([v["recentre_harmless"], v["rescale_needed"]]),
         device=_device(),
+        note=f"seed rule: {RULE}; 'below both' also needs a mean shortfall of "
+        f"{100 * WORSE:.0f} percentage points or more; accuracies after the steps stated, not "
+        "at convergence",
+        per_seed=per_seed if n > 1 else {},
+        quote=ZS_HYPOTHESIS,
+        quote_where="Abstract",
     )
 
 
@@ -363,6 +493,8 @@ def uses() -> list[Claim]:
             if found == "cited"
             else "not reproduced from the source: it does not say RMSNorm, which is not "
             "the same as saying the model does not use it",
+            quote=MODEL_QUOTES.get(key, ("", ""))[0],
+            quote_where=MODEL_QUOTES.get(key, ("", ""))[1],
         )
         for key, model, source, found, says in MODELS
     ]
@@ -376,15 +508,18 @@ def prms() -> Claim:
     return Claim(
         id="rmsnorm.prms",
         chapter=CHAPTER,
-        claim="pRMSNorm estimates the RMS from the first p% of features (p = 6.25% in the "
-        "paper) without hurting quality",
+        claim="pRMSNorm estimates the RMS from p% of the summed inputs (here the first p%) "
+        "without breaking RMSNorm's properties",
         source=PAPER,
         measured=f"p = 6.25%: median RMS error {100 * pr.rel_err_equal[i6]:.1f}% for features "
         f"of equal scale, {100 * pr.rel_err_unequal[i6]:.0f}% for unequal scales; time "
         f"{pr.time_ratio[i6]:.2f}× the full reduction (eager torch)",
         verdict="depends",
         device=_device(),
-        note="the estimate is only as good as the first p% of features are representative",
+        note="the re-scaling invariance holds for any p; how close the output is to "
+        "RMSNorm's depends on how representative the first p% of features are",
+        quote=ZS_PRMS,
+        quote_where="Abstract",
     )
 
 
@@ -449,6 +584,9 @@ def torch_eps() -> Claim:
         "computes in: torch.finfo(float32).eps ≈ 1.19e-7 for float32, float16 and bfloat16 "
         "inputs (not finfo of the input dtype), not the 1e-5/1e-6 of model configs",
         source="PyTorch documentation, torch.nn.RMSNorm (torch ≥ 2.4)",
+        quote="a value added to the denominator for numerical stability. Default: "
+        "torch.finfo(x.dtype).eps",
+        quote_where="Parameters, eps",
         measured=f"float32 input of RMS 1e-3 → output RMS {tiny['default']:.3f} (default), "
         f"{tiny['1e-6']:.3f} (1e-6), {tiny['1e-5']:.3f} (1e-5); predicted for the default: "
         f"{predicted:.3f}. "
