@@ -76,15 +76,17 @@ def dyt_vs_layernorm(D, key: str = "final"):
 
 
 def dyt_verdict(D) -> str:
-    """``"matches"`` (within :data:`MATCH` of LayerNorm after the same steps, by the rule),
-    ``"learns more slowly than"`` (only given ``long_steps``) or ``"does not match"``."""
-    if dyt_vs_layernorm(D).sign < 0:
+    """``"matches"`` (both trained, and DyT at most :data:`MATCH` above LayerNorm after the
+    same steps, by the rule), ``"learns more slowly than"`` (that only given ``long_steps``)
+    or ``"does not match"``."""
+    if below_half(D, "layernorm").sign >= 0:
+        return "does not match"  # no trained reference to match
+    if below_half(D, "dyt").sign < 0 and dyt_vs_layernorm(D).sign < 0:
         return "matches"
-    return (
-        "learns more slowly than"
-        if dyt_vs_layernorm(D, "final_long").sign < 0
-        else ("does not match")
-    )
+    long_ok = below_half(D, "dyt", "final_long").sign < 0
+    if long_ok and dyt_vs_layernorm(D, "final_long").sign < 0:
+        return "learns more slowly than"
+    return "does not match"
 
 
 def none_verdict(D) -> str:
