@@ -111,7 +111,7 @@ RECORDS: dict[str, Record] = {
         pages=("book/fast",),
     ),
     "nonorm_step_speed": Record(
-        description="seconds per training step (forward, backward, Adam) of the no-norm "
+        description="CPU seconds per training step (forward, backward, Adam) of the no-norm "
         "chapter's TinyGPT with each norm variant, one thread, interleaved rounds: the "
         "chapter's speed table and its DyT speed claim",
         compute="normedu.experiments.since2020_nonorm_seeds:step_speed",

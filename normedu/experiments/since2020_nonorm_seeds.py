@@ -9,7 +9,7 @@ speed of a training step, timed alone. Both are stored records (:mod:`normedu.re
   the page runs one seed live and reads the others here; the record depends on the seed
   offset of :mod:`normedu.seeding` (it is measured again, and kept in memory only, under
   another offset).
-- :func:`step_speed` (record ``nonorm_step_speed``): seconds per training step (forward,
+- :func:`step_speed` (record ``nonorm_step_speed``): CPU seconds per training step (forward,
   backward, Adam) of every variant, one thread, ``reps`` interleaved rounds of ``steps``
   steps each after a warm-up; the order of the variants rotates from round to round.
 
@@ -154,10 +154,13 @@ def step_speed(
                 train_step(*models[n], b)
         for rnd in range(reps):
             for n in names[rnd % len(names) :] + names[: rnd % len(names)]:
-                t0 = time.perf_counter()
+                # CPU time of this process, not wall time: on a machine other work shares, wall
+                # time counts the waits for a core (seven times the work at a load of 14 on
+                # two cores, measured here); one thread, so this is the step's own work.
+                t0 = time.process_time()
                 for _ in range(steps):
                     train_step(*models[n], b)
-                seconds[n].append((time.perf_counter() - t0) / steps)
+                seconds[n].append((time.process_time() - t0) / steps)
         prov = provenance(f"python -m normedu.records {SPEED_RECORD}", "cpu")
     data = {
         "variants": names,
