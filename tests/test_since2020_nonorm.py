@@ -274,9 +274,32 @@ def test_stream_and_gain_words_follow_the_data():
     # LayerNorm: variance 1 + l, one more per block; no norm: RMS factors 1.1, 1.1, 1.3, 1.5
     lin = {"layernorm": [np.sqrt(1 + l) for l in range(5)], "none": [1, 1.1, 1.21, 1.573, 2.36]}
     text = W.describe_stream([lin, lin, lin])
-    assert "about linearly" in text and "larger in the second half" in text
-    sq = {"layernorm": [1.0, 2.0, 3.0, 4.0, 5.0], "none": [1, 1.5, 2.25, 2.7, 3.24]}
-    text = W.describe_stream([sq, sq, sq])
-    assert "increments grow" in text and "smaller in the second half" in text
-    g = {"attn": [0.1, 0.2, 0.7], "mlp": [0.2, 0.2, 0.3]}
+    assert "variance grows about linearly" in text and "larger in the second half" in text
+    # variance doubling per block: the increments grow exactly as the variance does
+    geo = {"layernorm": [2 ** (l / 2) for l in range(5)], "none": [1, 1.5, 2.25, 2.7, 3.24]}
+    geo2 = {**geo, "layernorm": [2 ** (l / 2) * (1 + 0.01 * l * l) for l in range(5)]}
+    text = W.describe_stream([geo2, geo2, geo2])
+    assert "grow with the stream, as in geometric" in text and "smaller in the second" in text
+    g = {"attn": [0.1, 0.1, 0.2, 0.5, 0.6, 0.7], "mlp": [0.2, 0.2, 0.2, 0.2, 0.3, 0.3]}
     assert "more than the MLP's on all 3 seeds" in W.describe_gains([g, g, g])
+
+
+def test_the_stored_records_hold_the_chapters_sizes_seeds_and_variants():
+    """The committed multi-seed record measured what the code trains now (sizes, seeds,
+    variants), and the speed record timed every variant in every round."""
+    from normedu import records
+    from normedu.experiments import since2020_nonorm_seeds as S
+
+    size = E.SIZES["cpu"]
+    D = records.read(S.SEEDS_RECORD)["data"]
+    params = records.RECORDS[S.SEEDS_RECORD].params
+    assert [s["seed"] for s in D["per_seed"]] == D["seeds"] == params["seeds"]
+    assert (D["steps"], D["long_steps"]) == (size.steps, size.long_steps)
+    for s in D["per_seed"]:
+        assert set(s["runs"]) == set(E.VARIANTS)
+        long = {n for n, r in s["runs"].items() if r["final_long"] is not None}
+        assert long == set(size.long_variants)
+    T = records.read(S.SPEED_RECORD)["data"]
+    reps = records.RECORDS[S.SPEED_RECORD].params["reps"]
+    assert T["variants"] == list(E.VARIANTS)
+    assert all(len(T["seconds"][n]) == reps for n in E.VARIANTS)

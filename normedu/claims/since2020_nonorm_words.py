@@ -282,31 +282,39 @@ def speed_table(T, labels) -> str:
 
 def describe_stream(rms_by_seed) -> str:
     """What the residual stream's RMS at initialization does, over seeds: ``rms_by_seed`` is a
-    list (one per seed) of :func:`~normedu.experiments.since2020_nonorm.stream_rms` dicts."""
+    list (one per seed) of :func:`~normedu.experiments.since2020_nonorm.stream_rms` dicts.
+
+    LayerNorm's rule: the variance an average block adds in the second half of the stack over
+    what one adds in the first half, against the ratio of the stream's variance itself between
+    the halves. Geometric growth adds in proportion to the variance (the two ratios equal);
+    linear growth adds the same whatever the variance (the first ratio near 1)."""
     n = len(rms_by_seed)
-    trend, accel = [], []
+    inc_ratio, var_ratio, accel = [], [], []
     for rms in rms_by_seed:
         v = np.square(rms["layernorm"])
         inc = np.diff(v)
         h = len(inc) // 2
-        trend.append(inc[h:].mean() / inc[:h].mean())
+        inc_ratio.append(inc[h:].mean() / inc[:h].mean())
+        var_ratio.append(v[1:][h:].mean() / v[1:][:h].mean())
         r = np.asarray(rms["none"])
         f = r[1:] / r[:-1]
         h = len(f) // 2
         accel.append(f[h:].mean() - f[:h].mean())
-    lin = compare(trend, LINEAR)
+    lin = compare(np.log(inc_ratio), np.log(var_ratio))
     acc = compare(accel)
     ln_text = {
         -1: "the increments vary, but they do not grow with the stream's scale, so the "
         "variance grows about linearly",
-        1: "the increments grow along the stack, faster than linear growth would",
-        0: "the rule cannot tell whether the increments grow",
+        1: "the increments grow with the stream, as in geometric growth",
+        0: "the rule cannot tell linear from geometric growth here",
     }[lin.sign]
     return (
-        f"Over {n} seeds, the later blocks of the LayerNorm stack add "
-        f"{min(trend):.2f} to {max(trend):.2f} times what the earlier ones add to the "
-        f"variance ({lin.words(f'at least {LINEAR}×', f'less than {LINEAR}×')}): {ln_text}. "
-        "Without a norm, the factor by which each block multiplies the RMS is "
+        f"Over {n} seeds, a block in the second half of the LayerNorm stack adds "
+        f"{min(inc_ratio):.2f} to {max(inc_ratio):.2f} times what one in the first half adds "
+        f"to the variance, while the variance itself is {min(var_ratio):.2f} to "
+        f"{max(var_ratio):.2f} times larger there; the increments grow "
+        + lin.words("more than the variance", "less than the variance")
+        + f": {ln_text}. Without a norm, the factor by which each block multiplies the RMS is "
         + acc.words(
             "larger in the second half of the stack than in the first",
             "smaller in the second half of the stack than in the first",
@@ -318,18 +326,21 @@ def describe_stream(rms_by_seed) -> str:
 
 def describe_gains(gains_by_seed) -> str:
     """Which branch drives the no-norm stream's acceleration: the gain g² of the attention and
-    MLP branches, first block against last, over seeds (``gains_by_seed``: one
-    :func:`~normedu.experiments.since2020_nonorm.branch_gains` dict per seed)."""
+    MLP branches, the mean over the first three blocks against the last three, over seeds
+    (``gains_by_seed``: one :func:`~normedu.experiments.since2020_nonorm.branch_gains` dict
+    per seed)."""
     n = len(gains_by_seed)
-    rise = {k: [g[k][-1] - g[k][0] for g in gains_by_seed] for k in ("attn", "mlp")}
+    first = {k: [np.mean(g[k][:3]) for g in gains_by_seed] for k in ("attn", "mlp")}
+    last = {k: [np.mean(g[k][-3:]) for g in gains_by_seed] for k in ("attn", "mlp")}
+    rise = {k: np.subtract(last[k], first[k]) for k in ("attn", "mlp")}
     c = compare(rise["attn"], rise["mlp"])
-    first = {k: np.mean([g[k][0] for g in gains_by_seed]) for k in ("attn", "mlp")}
-    last = {k: np.mean([g[k][-1] for g in gains_by_seed]) for k in ("attn", "mlp")}
     return (
-        f"Which branch makes it speed up? The gain $g^2$ = Var(branch output) / Var(branch "
-        f"input) of the attention branches goes from {first['attn']:.2f} in the first block to "
-        f"{last['attn']:.2f} in the last (means over {n} seeds), that of the MLP branches from "
-        f"{first['mlp']:.2f} to {last['mlp']:.2f}: the attention's gain rises "
+        "Which branch makes it speed up? The gain $g^2$ = Var(branch output) / Var(branch "
+        "input) of the attention branches goes from "
+        f"{np.mean(first['attn']):.2f} in the first three blocks to {np.mean(last['attn']):.2f} "
+        f"in the last three (means over {n} seeds), that of the MLP branches from "
+        f"{np.mean(first['mlp']):.2f} to {np.mean(last['mlp']):.2f}: the attention's gain "
+        "rises "
         + c.words("more than the MLP's", "less than the MLP's", "about as much as the MLP's")
         + "."
     )
