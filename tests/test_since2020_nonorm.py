@@ -112,6 +112,28 @@ def test_fit_tanh_recovers_known_parameters_and_beats_a_line_only_on_a_bent_clou
     assert not C.bends(E.token_scale_demo(0.0).fit) and C.bends(E.token_scale_demo(1.0).fit)
 
 
+def test_the_stored_records_hold_the_chapters_sizes_seeds_and_variants():
+    """The committed multi-seed record measured what the code trains now (sizes, seeds,
+    variants), and the speed record timed every variant in every round. (Placed before the
+    tests that use the ``tiny`` fixture, which shrinks ``SIZES["cpu"]`` for the module.)"""
+    from normedu import records
+    from normedu.experiments import since2020_nonorm_seeds as S
+
+    size = E.SIZES["cpu"]
+    D = records.read(S.SEEDS_RECORD)["data"]
+    params = records.RECORDS[S.SEEDS_RECORD].params
+    assert [s["seed"] for s in D["per_seed"]] == D["seeds"] == params["seeds"]
+    assert (D["steps"], D["long_steps"]) == (size.steps, size.long_steps)
+    for s in D["per_seed"]:
+        assert set(s["runs"]) == set(E.VARIANTS)
+        long = {n for n, r in s["runs"].items() if r["final_long"] is not None}
+        assert long == set(size.long_variants)
+    T = records.read(S.SPEED_RECORD)["data"]
+    reps = records.RECORDS[S.SPEED_RECORD].params["reps"]
+    assert T["variants"] == list(E.VARIANTS)
+    assert all(len(T["seconds"][n]) == reps for n in E.VARIANTS)
+
+
 @pytest.fixture(scope="module")
 def tiny(request):
     """The chapter's comparison at a tiny size (two blocks, four steps)."""
@@ -282,24 +304,3 @@ def test_stream_and_gain_words_follow_the_data():
     assert "grow with the stream, as in geometric" in text and "smaller in the second" in text
     g = {"attn": [0.1, 0.1, 0.2, 0.5, 0.6, 0.7], "mlp": [0.2, 0.2, 0.2, 0.2, 0.3, 0.3]}
     assert "more than the MLP's on all 3 seeds" in W.describe_gains([g, g, g])
-
-
-def test_the_stored_records_hold_the_chapters_sizes_seeds_and_variants():
-    """The committed multi-seed record measured what the code trains now (sizes, seeds,
-    variants), and the speed record timed every variant in every round."""
-    from normedu import records
-    from normedu.experiments import since2020_nonorm_seeds as S
-
-    size = E.SIZES["cpu"]
-    D = records.read(S.SEEDS_RECORD)["data"]
-    params = records.RECORDS[S.SEEDS_RECORD].params
-    assert [s["seed"] for s in D["per_seed"]] == D["seeds"] == params["seeds"]
-    assert (D["steps"], D["long_steps"]) == (size.steps, size.long_steps)
-    for s in D["per_seed"]:
-        assert set(s["runs"]) == set(E.VARIANTS)
-        long = {n for n, r in s["runs"].items() if r["final_long"] is not None}
-        assert long == set(size.long_variants)
-    T = records.read(S.SPEED_RECORD)["data"]
-    reps = records.RECORDS[S.SPEED_RECORD].params["reps"]
-    assert T["variants"] == list(E.VARIANTS)
-    assert all(len(T["seconds"][n]) == reps for n in E.VARIANTS)

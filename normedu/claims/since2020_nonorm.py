@@ -166,7 +166,7 @@ def none_slow_claim(D) -> Claim:
         device=measured_on(),
         per_seed={f"no norm after {D['steps']}": none, f"LayerNorm after {D['steps']}": ln},
         note={
-            "slower": "slower, not failed: given more steps it trains, with loss spikes; "
+            "slower": "slower, not failed: given more steps it trains; "
             "measured at this depth only, and the page's try-it runs shallower stacks",
             "fails": "it did not train even given the longer budget",
             "trains": "at this size leaving the norm out does not slow training enough to show",
