@@ -54,6 +54,7 @@ def check(preset: str | None = None) -> list[Claim]:
     demos = {s: [E.token_scale_demo(x, seed=s) for x in DEMO_SPREADS] for s in CHEAP_SEEDS}
     return [
         rezero_identity([E.rezero_identity(seed=s) for s in CHEAP_SEEDS]),
+        skipinit_bn(),
         s_curve(D),
         s_curve_mechanism(demos),
         none_slow_claim(D),
@@ -87,6 +88,25 @@ def rezero_identity(rzs) -> Claim:
         quote_where="Bachlechner et al., abstract",
         note="TinyGPT gives each branch its own gate (two per block); ReZero's Transformer "
         "layer has one gate shared by its attention and MLP branches",
+    )
+
+
+def skipinit_bn() -> Claim:
+    return Claim(
+        id="nonorm.skipinit",
+        chapter=CHAPTER,
+        claim="At initialization BatchNorm shrinks each residual branch relative to the skip "
+        "connection by a factor of the order of the square root of the depth, so a deep "
+        "normalized ResNet starts close to the identity; a scalar at zero on each branch "
+        "(SkipInit) does the same without normalization",
+        source=cite("de2020batch"),
+        measured="not measured here (the page measures ReZero's identity, the same mechanism)",
+        verdict="cited",
+        device="—",
+        quote="at initialization, batch normalization downscales the residual branch relative "
+        "to the skip connection, by a normalizing factor on the order of the square root of "
+        "the network depth",
+        quote_where="De and Smith, abstract",
     )
 
 
