@@ -1,4 +1,5 @@
-"""Named records: every timing a page states, measured once, alone, and stored with the course.
+"""Named records: every timing a page states, measured once, alone, and stored with the course;
+also multi-seed experiments too costly for a page to run at every seed (``seeded`` records).
 
 A page that states a speed does not time anything: it reads the record,
 ``records.read("rmsnorm_layernorm_speed")``. A record is one JSON file,
