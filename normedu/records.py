@@ -1,4 +1,5 @@
-"""Named records: every timing a page states, measured once, alone, and stored with the course.
+"""Named records: every timing a page states, measured once, alone, and stored with the course;
+also multi-seed experiments too costly for a page to run at every seed (``seeded`` records).
 
 A page that states a speed does not time anything: it reads the record,
 ``records.read("rmsnorm_layernorm_speed")``. A record is one JSON file,
@@ -59,12 +60,16 @@ class Record:
       measured again.
     - pages: the book's pages (docnames) that state it: executed again when it is measured
       again, so that a cached page never quotes an earlier measurement.
+    - seeded: its figures come from random experiments, so they depend on the seed offset of
+      :mod:`normedu.seeding`: the stored file is offset 0's; under another offset the record
+      is measured again and kept in memory only (the reseeding audit leaves the tree as is).
     """
 
     description: str
     compute: str
     params: dict[str, Any] = field(default_factory=dict)
     pages: tuple[str, ...] = ()
+    seeded: bool = False
 
 
 #: Every named record. Sizes are the ones the pages state, no more: ``make timings`` measured
@@ -128,6 +133,23 @@ RECORDS: dict[str, Record] = {
         params={"seeds": 5, "preset": "cpu"},
         pages=("book/since2020_placement",),
     ),
+    "nonorm_step_speed": Record(
+        description="CPU seconds per training step (forward, backward, Adam) of the no-norm "
+        "chapter's TinyGPT with each norm variant, one thread, interleaved rounds: the "
+        "chapter's speed table and its DyT speed claim",
+        compute="normedu.experiments.since2020_nonorm_seeds:step_speed",
+        params={"reps": 9, "steps": 10, "warmup": 3},
+        pages=("book/since2020_nonorm",),
+    ),
+    "nonorm_seeds": Record(
+        description="the no-norm chapter's comparison at five seeds (losses after 80 and 240 "
+        "steps, gradient profiles at initialization, the LayerNorm curve's fits, DyT from "
+        "other alpha0, what the branches read at initialization): its multi-seed verdicts",
+        compute="normedu.experiments.since2020_nonorm_seeds:measure_seeds",
+        params={"seeds": [0, 1, 2, 3, 4], "preset": "cpu", "alphas": [0.2, 1.0]},
+        pages=("book/since2020_nonorm",),
+        seeded=True,
+    ),
 }
 
 _MEMORY: dict[str, dict[str, Any]] = {}
@@ -140,10 +162,19 @@ def _spec(name: str) -> Record:
 
 
 def path(name: str) -> Path | None:
-    """``<course root>/results/cpu/timings/<name>.json``, or None outside a course checkout."""
-    _spec(name)
+    """``<course root>/results/cpu/timings/<name>.json``, or None outside a course checkout
+    (and for a seeded record under a nonzero seed offset: kept in memory only)."""
+    spec = _spec(name)
     root = course_root()
-    return None if root is None else root / FOLDER / f"{name}.json"
+    if root is None or (spec.seeded and _offset() != 0):
+        return None
+    return root / FOLDER / f"{name}.json"
+
+
+def _offset() -> int:
+    from .seeding import offset
+
+    return offset()
 
 
 def _stored(name: str) -> dict[str, Any] | None:
@@ -164,6 +195,8 @@ def stale() -> list[str]:
     measured alone."""
     out = []
     for name in RECORDS:
+        if path(name) is None and RECORDS[name].seeded:
+            continue  # under another seed offset: measured by the page that reads it
         rec = _stored(name)
         if rec is None or not rec["provenance"]["record"].get("alone"):
             out.append(name)

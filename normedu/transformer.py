@@ -83,7 +83,11 @@ class GPTConfig:
       of block 0, unit-variance.
     - residual_scale: ``"none"``, or ``"rezero"``: each sub-block adds ``a * branch`` with a
       learnable scalar ``a`` per branch that starts at 0 (needs ``residual``); ReZero pairs it
-      with ``norm="none"``.
+      with ``norm="none"``. ReZero's own Transformer has ONE gate per block, shared by both
+      branches (Bachlechner et al.'s ``resweight``); two per block is this course's variant.
+    - embed_scale: multiply the embeddings' sum (the stream entering block 0) by a learnable
+      scalar initialized at sqrt(D), as Zhu et al. do for LLaMA with DyT (their Appendix A:
+      without it the activations are too small at the start of training).
     - qk_norm: RMSNorm (learnable gains) over each head's Dh features of q and k.
     """
 
@@ -104,6 +108,7 @@ class GPTConfig:
     embed_std: float | None = None
     residual_scale: str = "none"
     qk_norm: bool = False
+    embed_scale: bool = False
 
     def __post_init__(self) -> None:
         placements.check_placement(self.placement)
@@ -279,6 +284,8 @@ class TinyGPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.final = make_norm(cfg.norm, cfg.d_model) if cfg.has_final_norm else nn.Identity()
         self.head = nn.Linear(cfg.d_model, cfg.vocab)
+        # DyT's learnable scalar after the embedding (Zhu et al., App. A), sqrt(D) at init.
+        self.embed_gain = nn.Parameter(torch.ones(())) if cfg.embed_scale else None
         self.reset_parameters()
 
     @torch.no_grad()
@@ -322,6 +329,8 @@ class TinyGPT(nn.Module):
             if isinstance(module, placements.QKNorm):
                 module.q_weight.fill_(1.0)
                 module.k_weight.fill_(1.0)
+        if self.embed_gain is not None:
+            self.embed_gain.fill_(math.sqrt(self.cfg.d_model))
         if self.cfg.placement == "deepnorm":
             placements.apply_deepnorm_init(self, placements.deepnorm_beta(n_layers))
 
@@ -334,10 +343,16 @@ class TinyGPT(nn.Module):
         t = idx.shape[1]
         if t > self.cfg.max_len:
             raise ValueError(f"sequence length {t} exceeds max_len={self.cfg.max_len}")
-        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        x = self.embed(idx)
         for block in self.blocks:
             x = block(x)
         return x
+
+    def embed(self, idx: Tensor) -> Tensor:
+        """The stream entering block 0: token + position embedding (times ``embed_gain`` with
+        ``embed_scale``), (B, T) ids -> (B, T, D)."""
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        return x if self.embed_gain is None else self.embed_gain * x
 
     def forward(self, idx: Tensor) -> Tensor:
         return self.head(self.final(self.hidden(idx)))

@@ -274,3 +274,18 @@ def test_a_remeasured_record_sends_its_pages_back_to_execution(tmp_path):
     assert docnames == ["book/questions", "book/claims_ledger"]
     with pytest.raises(KeyError):
         cache.match_cache_notebook(nb)
+
+
+def test_a_seeded_record_is_kept_in_memory_under_another_seed_offset(counted, monkeypatch):
+    """A record of random experiments depends on the seed offset: the stored file is offset
+    0's, so under offset 1 it is measured again, not written, and not the build's to measure."""
+    spec = records.Record("a seeded record", "fake_records_module:compute", {"n": 3}, seeded=True)
+    monkeypatch.setitem(records.RECORDS, "fake", spec)
+    stored = records.compute("fake", alone=True)
+    monkeypatch.setattr(records, "_offset", lambda: 1)
+    monkeypatch.setattr(records, "_MEMORY", {})
+    assert records.path("fake") is None and "fake" not in records.stale()
+    assert records.read("fake")["data"]["call"] == 2  # measured again under offset 1
+    monkeypatch.setattr(records, "_offset", lambda: 0)
+    monkeypatch.setattr(records, "_MEMORY", {})
+    assert records.read("fake")["data"] == stored["data"]  # the stored file is untouched

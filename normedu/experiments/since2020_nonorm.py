@@ -6,11 +6,12 @@ Three measurements on :class:`normedu.transformer.TinyGPT` and the synthetic tas
 - :func:`rezero_identity`: a ReZero stack at initialization passes the residual stream through
   unchanged (forward), and hands every block the same gradient (backward).
 - :func:`compare`: the same Pre-Norm stack with each of :data:`VARIANTS` (LayerNorm, RMSNorm,
-  DyT, ReZero, no norm) trained in lockstep on the same batches: loss curves, per-block
-  gradient profiles at initialization and after training, and tokens per second, every step
-  of every variant timed with the variants' order rotating from step to step. The variants
-  of ``long_variants`` then go on, on the following batches of the same stream, to
-  ``long_steps`` steps: whether a slow start is a failure or only slowness.
+  DyT, DyT with the scalar after the embedding, ReZero, no norm) trained in lockstep on the
+  same batches, from one ``seed``: loss curves and per-block gradient profiles at
+  initialization and after training. The variants of ``long_variants`` then go on, on the
+  following batches of the same stream, to ``long_steps`` steps: whether a slow start is a
+  failure or only slowness. Its multi-seed record and the speed of a step, timed alone, are
+  :mod:`.since2020_nonorm_seeds`.
 - :func:`init_scales`: what the branches of a freshly built stack read (the RMS of every
   norm's output), and the RMS of its logits.
 - :func:`ln_curve` (run inside :func:`compare` on the trained LayerNorm model): every
@@ -20,14 +21,13 @@ Three measurements on :class:`normedu.transformer.TinyGPT` and the synthetic tas
   sizes and variants (:mod:`.since2020_nonorm_setup`) and the measurements at initialization,
   :func:`stream_rms` and :func:`init_scales` (:mod:`.since2020_nonorm_init`).
 
-Cached per preset (and size overrides), so the chapter and its claim checks share one run.
-``SIZES["cpu"]`` takes about 15 CPU-seconds (9 for the lockstep part);
+Cached per preset, seed and size overrides, so the chapter and its records share one run.
+``SIZES["cpu"]`` takes about 20 CPU-seconds at one seed;
 ``SIZES["cuda"]`` is a larger setting for a GPU (no stored run yet).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -45,8 +45,17 @@ from .since2020_nonorm_curve import (
     ln_curve,
     token_scale_demo,
 )
-from .since2020_nonorm_init import InitScales, init_scales, stream_rms
-from .since2020_nonorm_setup import LABELS, SIZES, VARIANTS, NoNormSize, _batch, variant_config
+from .since2020_nonorm_init import InitScales, branch_gains, init_scales, stream_rms
+from .since2020_nonorm_setup import (
+    LABELS,
+    SIZES,
+    VARIANTS,
+    NoNormSize,
+    _batch,
+    held_seed,
+    stream_seed,
+    variant_config,
+)
 
 __all__ = [
     "NoNormSize",
@@ -59,6 +68,7 @@ __all__ = [
     "stream_rms",
     "InitScales",
     "init_scales",
+    "branch_gains",
     "ALPHA_GRID",
     "TanhFit",
     "fit_tanh",
@@ -69,6 +79,11 @@ __all__ = [
     "token_scale_demo",
     "Run",
     "Comparison",
+    "build",
+    "train_step",
+    "tail_mean",
+    "stream_seed",
+    "held_seed",
     "compare",
 ]
 
@@ -111,7 +126,7 @@ def rezero_identity(depth: int = 8, d_model: int = 32, seed: int = 0) -> RezeroI
     model = TinyGPT(cfg)
     b = _batch(size, 8, seed, None)
     grads: list[torch.Tensor] = []
-    x = model.tok(b.x) + model.pos(torch.arange(b.x.shape[1]))
+    x = model.embed(b.x)
     x0 = x
     outs = []
     for block in model.blocks:
@@ -141,8 +156,6 @@ class Run:
     - losses: training loss per step (NaN from the step it diverged on).
     - final_loss: mean loss over the last tenth of the steps (NaN if it diverged).
     - trained: final_loss below half of chance, ln(V - 2).
-    - seconds: wall-clock seconds of its timed steps (forward, backward, Adam step).
-    - tokens_per_s: tokens it processed per second of those steps.
     - grad_init, grad_end: ||dL/d(block output)|| per block at initialization and after
       training, on a held-out batch, input side first.
     - scalars: DyT's alphas (one per DyT, input side first, the final one last) or ReZero's
@@ -152,7 +165,9 @@ class Run:
       at ``long_steps`` (same definitions); [] and None for the others.
 
     Everything but the ``long`` fields (gradients and scalars included) is measured at
-    ``steps``, so that every variant is compared after the same training.
+    ``steps``, so that every variant is compared after the same training. Speeds are not
+    measured here: a training run shares the machine with whatever else runs, so the page
+    reads them from a record timed alone (:func:`.since2020_nonorm_seeds.step_speed`).
     """
 
     name: str
@@ -160,8 +175,6 @@ class Run:
     final_loss: float
     trained: bool
     diverged: bool
-    seconds: float
-    tokens_per_s: float
     grad_init: list[float]
     grad_end: list[float]
     scalars: list[float] = field(default_factory=list)
@@ -181,26 +194,20 @@ def tail_mean(losses) -> float:
 
 @dataclass
 class Comparison:
-    """Every variant's :class:`Run`, the size, chance-level loss and the LayerNorm curve."""
+    """Every variant's :class:`Run`, the size, chance-level loss, the LayerNorm curve, and the
+    seed of the models and batches (before the offset of :mod:`normedu.seeding`)."""
 
     runs: list[Run]
     size: dict[str, Any]
     chance_loss: float
     curve: LNCurve
+    seed: int = 0
 
     def run(self, name: str) -> Run:
         for r in self.runs:
             if r.name == name:
                 return r
         raise KeyError(f"no run {name!r}")
-
-    def speed_vs_layernorm(self, name: str) -> float:
-        """Tokens per second of ``name`` over LayerNorm's, in this one run."""
-        return self.speed_vs(name, "layernorm")
-
-    def speed_vs(self, name: str, reference: str) -> float:
-        """Tokens per second of ``name`` over ``reference``'s, in this one run."""
-        return self.run(name).tokens_per_s / self.run(reference).tokens_per_s
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -231,31 +238,55 @@ def _scalars(model) -> list[float]:
     return alphas + gates
 
 
-def compare(preset: str | None = None, progress: bool = False, **changes) -> Comparison:
+def build(name: str, size: NoNormSize, seed: int = 0, alpha0: float | None = None):
+    """Variant ``name``'s TinyGPT at ``size`` from ``seed``, with its Adam (the comparison's
+    learning rate and betas); ``alpha0`` sets every DyT's starting alpha (None: DyT's 0.5)."""
+    from ..nn import DyT
+    from ..training import adam
+    from ..transformer import TinyGPT
+
+    model = TinyGPT(variant_config(name, size, seed))
+    if alpha0 is not None:
+        for m in model.modules():
+            if isinstance(m, DyT):
+                m.alpha.data.fill_(alpha0)
+    return model, adam(model.parameters(), lr=size.lr, betas=(0.9, 0.98))
+
+
+def train_step(model, opt, batch) -> float:
+    """One Adam step on ``batch``; returns the loss before the step."""
+    from ..sequence_tasks import lm_loss
+
+    loss = lm_loss(model(batch.x), batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def compare(
+    preset: str | None = None, progress: bool = False, seed: int = 0, **changes
+) -> Comparison:
     """Train every variant of :data:`VARIANTS` on the same batches, in lockstep; see the module
-    docstring. ``changes`` replace fields of the preset's :class:`NoNormSize` (``depth=4``).
-    Cached per preset (None: the device's) and changes; ``progress`` shows a text bar on
+    docstring. ``seed`` picks the models' initialization and the stream of batches (0: the
+    page's run); ``changes`` replace fields of the preset's :class:`NoNormSize` (``depth=4``).
+    Cached per preset (None: the device's), seed and changes; ``progress`` shows a text bar on
     stderr and is not part of the key."""
     preset = preset or preset_name()
-    key = (preset, *sorted(changes.items()))
+    key = (preset, seed, *sorted(changes.items()))
     if key not in _COMPARISONS:
         size = replace(SIZES[preset], **changes)
-        _COMPARISONS[key] = _compare(size, preset, progress)
+        _COMPARISONS[key] = _compare(size, preset, progress, seed)
     return _COMPARISONS[key]
 
 
 _COMPARISONS: dict[tuple, Comparison] = {}
 
 
-def _compare(size: NoNormSize, preset: str, progress: bool) -> Comparison:
-    import torch
-
-    from ..sequence_tasks import chance_loss, lm_loss, seq_len
-    from ..training import adam
-    from ..transformer import TinyGPT
+def _compare(size: NoNormSize, preset: str, progress: bool, seed: int) -> Comparison:
+    from ..sequence_tasks import chance_loss
 
     device = pick_device("cuda" if preset == "cuda" else "cpu")
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     names = list(VARIANTS)
     bar = None
     if progress:
@@ -263,42 +294,31 @@ def _compare(size: NoNormSize, preset: str, progress: bool) -> Comparison:
 
         from tqdm.std import tqdm  # a text bar on stderr, which the book removes
 
-        bar = tqdm(total=size.steps, desc="training five stacks", leave=False, file=sys.stderr)
+        bar = tqdm(total=size.steps, desc="training the stacks", leave=False, file=sys.stderr)
     with threads(size.threads):
-        models = {n: TinyGPT(variant_config(n, size)).to(device) for n in names}
-        held = _batch(size, 64, 1, device)
+        built = {n: build(n, size, seed) for n in names}
+        models = {n: m.to(device) for n, (m, _) in built.items()}
+        opts = {n: o for n, (_, o) in built.items()}
+        held = _batch(size, 64, held_seed(seed, 1), device)
         grad_init = {n: _block_grads(m, held) for n, m in models.items()}
-        opts = {n: adam(m.parameters(), lr=size.lr, betas=(0.9, 0.98)) for n, m in models.items()}
         losses: dict[str, list[float]] = {n: [] for n in names}
-        seconds = dict.fromkeys(names, 0.0)
-        done = dict.fromkeys(names, 0)
         diverged = dict.fromkeys(names, False)
         for step in range(size.steps):
-            b = _batch(size, size.batch, 10_000 + step, device)  # the same batch for all
-            # Rotate the order every step: a change in the machine's load hits every variant.
-            for n in names[step % len(names) :] + names[: step % len(names)]:
+            b = _batch(size, size.batch, stream_seed(seed, step), device)  # the same for all
+            for n in names:
                 if diverged[n]:
                     continue
-                sync()
-                t0 = time.perf_counter()
-                loss = lm_loss(models[n](b.x), b)
-                opts[n].zero_grad(set_to_none=True)
-                loss.backward()
-                opts[n].step()
-                value = loss.item()  # synchronizes, and is part of every variant's step
-                seconds[n] += time.perf_counter() - t0
+                value = train_step(models[n], opts[n], b)
                 if not np.isfinite(value):
                     diverged[n] = True
                     losses[n] += [float("nan")] * (size.steps - step)
                     continue
                 losses[n].append(value)
-                done[n] += 1
             if bar is not None:
                 bar.update(1)
         if bar is not None:
             bar.close()
         chance = chance_loss(size.vocab, size.task)
-        tokens = size.batch * seq_len(size.task, size.n_items)
         runs = []
         for n in names:
             final = float("nan") if diverged[n] else tail_mean(losses[n])
@@ -309,27 +329,20 @@ def _compare(size: NoNormSize, preset: str, progress: bool) -> Comparison:
                     final,
                     (not diverged[n]) and final < 0.5 * chance,
                     diverged[n],
-                    seconds[n],
-                    tokens * done[n] / seconds[n] if seconds[n] > 0 else float("nan"),
                     grad_init[n],
                     [] if diverged[n] else _block_grads(models[n], held),
                     _scalars(models[n]),
                 )
             )
         # The longer runs: the same models and optimizers, on the next batches of the stream,
-        # so their first ``steps`` steps are the ones above. Untimed (the speeds are the
-        # lockstep's).
+        # so their first ``steps`` steps are the ones above.
         for r in runs:
             if r.name not in size.long_variants or r.diverged or size.long_steps <= size.steps:
                 continue
             more = []
             for step in range(size.steps, size.long_steps):
-                b = _batch(size, size.batch, 10_000 + step, device)
-                loss = lm_loss(models[r.name](b.x), b)
-                opts[r.name].zero_grad(set_to_none=True)
-                loss.backward()
-                opts[r.name].step()
-                more.append(loss.item())
+                b = _batch(size, size.batch, stream_seed(seed, step), device)
+                more.append(train_step(models[r.name], opts[r.name], b))
                 if not np.isfinite(more[-1]):
                     more += [float("nan")] * (size.long_steps - step - 1)
                     break
@@ -338,8 +351,10 @@ def _compare(size: NoNormSize, preset: str, progress: bool) -> Comparison:
             r.final_loss_long = tail_mean(whole) if np.all(np.isfinite(whole)) else float("nan")
             r.trained_long = bool(r.final_loss_long < 0.5 * chance)
         ln_model = models["layernorm"].cpu()
-        curve = ln_curve(ln_model, _batch(size, size.curve_batch, 2, None), size.curve_points)
-    return Comparison(runs, asdict(size), chance, curve)
+        curve = ln_curve(
+            ln_model, _batch(size, size.curve_batch, held_seed(seed, 2), None), size.curve_points
+        )
+    return Comparison(runs, asdict(size), chance, curve, seed)
 
 
 compare.cache_clear = _COMPARISONS.clear  # type: ignore[attr-defined]

@@ -11,7 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NoNormSize", "SIZES", "VARIANTS", "LABELS", "variant_config"]
+__all__ = [
+    "NoNormSize",
+    "SIZES",
+    "VARIANTS",
+    "LABELS",
+    "variant_config",
+    "stream_seed",
+    "held_seed",
+]
 
 
 @dataclass(frozen=True)
@@ -41,14 +49,9 @@ class NoNormSize:
 
 
 SIZES: dict[str, NoNormSize] = {
-    # 8 blocks, 80 + 240 steps (it was 10 blocks, 90 + 270: 71% of the work). At seed 0 no
-    # norm is still far from trained after the lockstep steps (2.18; half of chance 1.32) and
-    # trains given the longer run (0.07), ReZero trains (0.68), and DyT gets within 0.1 of
-    # LayerNorm's loss (0.036 against 0.021); with the models built from seeds 1 and 2 the
-    # same verdicts hold (no norm 2.31, 2.36 then 0.09, 0.49; ReZero 0.81, 1.29, the last
-    # close to 1.32; DyT 0.009, 0.008). A longer run of only 160 steps left DyT's verdict to
-    # the seed, and at depth 6 no norm trained within 90 steps: the depth is what makes
-    # leaving the norm out cost.
+    # 8 blocks, 80 + 240 steps (it was 10 blocks, 90 + 270: 71% of the work). The multi-seed
+    # record (normedu.records "nonorm_seeds") holds what every seed gives; at depth 6 no norm
+    # trained within 90 steps: the depth is what makes leaving the norm out cost.
     "cpu": NoNormSize(
         depth=8,
         d_model=32,
@@ -60,7 +63,7 @@ SIZES: dict[str, NoNormSize] = {
         lr=5e-3,
         threads=1,
         long_steps=240,
-        long_variants=("dyt", "none"),
+        long_variants=("dyt", "rezero", "none"),
     ),
     "cuda": NoNormSize(
         depth=24,
@@ -73,7 +76,7 @@ SIZES: dict[str, NoNormSize] = {
         lr=1e-3,
         curve_batch=256,
         long_steps=3000,
-        long_variants=("dyt", "none"),
+        long_variants=("dyt", "rezero", "none"),
     ),
 }
 
@@ -82,6 +85,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "layernorm": {"norm": "layernorm"},
     "rmsnorm": {"norm": "rmsnorm"},
     "dyt": {"norm": "dyt"},
+    # Zhu et al.'s LLaMA setting: a learnable scalar sqrt(D) after the embedding (their App. A)
+    "dyt_scaled": {"norm": "dyt", "embed_scale": True},
     "rezero": {"norm": "none", "residual_scale": "rezero"},
     "none": {"norm": "none"},
 }
@@ -90,6 +95,7 @@ LABELS = {
     "layernorm": "LayerNorm",
     "rmsnorm": "RMSNorm",
     "dyt": "DyT",
+    "dyt_scaled": "DyT + embedding scalar",
     "rezero": "ReZero (no norm)",
     "none": "no norm",
 }
@@ -112,6 +118,18 @@ def variant_config(name: str, size: NoNormSize, seed: int = 0):
         seed=seed,
         **VARIANTS[name],
     )
+
+
+def stream_seed(run_seed: int, step: int) -> int:
+    """The seed of training batch ``step`` of the run with seed ``run_seed``: seed 0 draws the
+    stream 10 000, 10 001, ...; each further seed a stream of its own, 1000 further on (the
+    runs are shorter than 1000 steps)."""
+    return 10_000 + 1000 * run_seed + step
+
+
+def held_seed(run_seed: int, which: int) -> int:
+    """The seed of the held-out batch ``which`` (1: gradients, 2: the LayerNorm curve)."""
+    return 100 * run_seed + which
 
 
 def _batch(size: NoNormSize, batch: int, seed: int, device):

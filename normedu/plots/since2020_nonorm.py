@@ -18,12 +18,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: ReZero's style: an Okabe-Ito colour no plotted norm uses, with its own dash and marker.
 REZERO = {"color": "#56B4E9", "linestyle": (0, (5, 1)), "marker": "P"}
+#: DyT with the embedding scalar: DyT's colour family (Okabe-Ito vermillion), solid, a star.
+DYT_SCALED = {"color": "#D55E00", "linestyle": (0, (1, 1)), "marker": "*"}
 
 
 def variant_style(name: str) -> dict:
     """``color``, ``linestyle``, ``marker`` of a variant of the comparison."""
     if name == "rezero":
         return dict(REZERO)
+    if name == "dyt_scaled":
+        return dict(DYT_SCALED)
     return {"color": COLORS[name], "linestyle": LINESTYLES[name], "marker": MARKERS[name]}
 
 
@@ -91,17 +95,15 @@ def training_figure(res: Comparison) -> Figure:
     """Training loss of every variant against the step, with the chance level; the variants
     that went on past the lockstep steps are drawn to the end of their longer run, and a
     vertical line marks where the lockstep part ends."""
-    from ..claims.since2020_nonorm import _outcome
-
     fig, ax = figure(1, 1, width=7.5, height=4.4)
     size = res.size
     top = res.chance_loss
     for run in res.runs:
         st = variant_style(run.name)
         losses = np.asarray(run.losses + run.long_losses, dtype=float)
-        label = f"{run.label}: {_outcome(run)} at {size['steps']}"
-        if run.long_losses:
-            label += f", {_outcome(run, long=True)} at {size['long_steps']}"
+        label = f"{run.label}: {run.final_loss:.2f} at {size['steps']}"
+        if run.final_loss_long is not None:
+            label += f", {run.final_loss_long:.2f} at {size['long_steps']}"
         ax.plot(
             np.arange(1, len(losses) + 1),
             losses,
@@ -119,7 +121,8 @@ def training_figure(res: Comparison) -> Figure:
     ax.set_ylabel("training loss (answer tokens)")
     ax.set_ylim(0, 1.05 * top)  # every curve whole, the first steps included
     ax.set_title(
-        f"{size['depth']} blocks, d_model {size['d_model']}, Adam lr {size['lr']:g}, no warm-up",
+        f"{size['depth']} blocks, d_model {size['d_model']}, Adam lr {size['lr']:g}, no warm-up"
+        f" (seed {res.seed})",
         fontsize=10,
     )
     ax.legend(fontsize=8)
