@@ -138,7 +138,7 @@ def test_bibliography_parses_strictly():
 #: Chapters whose claims attributed to a published source must carry the source's own words
 #: (issue 44): extended as each chapter's attributions are quoted.
 QUOTED_CHAPTERS = ("rmsnorm", "fast", "summary", "jacobian", "batchnorm", "batchnorm_training",
-                   "since2020_placement", "prepost")  # fmt: skip
+                   "since2020_placement", "prepost", "since2020_nonorm")  # fmt: skip
 #: Claims attributed to a source whose exact words this course has not read yet, and why: a
 #: quote is never paraphrased, so these stay without one until someone reads the source.
 UNQUOTED = {
