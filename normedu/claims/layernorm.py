@@ -288,8 +288,13 @@ def small_width() -> Claim:
         source=ART + " (question from CS231n's assignment)",
         measured=f"digits MLP, one hidden layer of width D: test accuracy with LN {ln[1]:.1%} "
         f"at D = 1, {ln[2]:.1%} at D = 2 (no norm: {no[1]:.1%}, {no[2]:.1%}); within 2 "
-        f"points of no norm from D = {start}",
+        f"points of no norm from D = {start} ({len(sw['seeds'])} seeds, means)",
         verdict=verdict(ok),
+        per_seed={
+            f"{name}, D={d}": list(sw["acc"][key][sw["widths"].index(d)])
+            for key, name in (("layernorm", "LayerNorm"), ("none", "no norm"))
+            for d in (1, 2)
+        },
         device=measured_on(),
         extra={"cite": ["cs231n"]},
     )
