@@ -206,6 +206,12 @@ def smoother(conv: dict, dev: str) -> Claim:
     )
     return Claim(
         id="drift.smoother",
+        quote=(
+            "it makes the optimization landscape significantly smoother. This smoothness induces "
+            "a more predictive and stable behavior of the gradients, allowing for faster "
+            "training."
+        ),
+        quote_where="abstract (NeurIPS 2018; arXiv:1805.11604)",
         chapter=CH,
         claim="Normalization smooths the loss landscape (gradients change less along a step)",
         source="Santurkar et al., NeurIPS 2018",
@@ -301,7 +307,8 @@ def gradient_spans() -> dict[str, list[float]]:
     from ..experiments import drift as D
 
     def span(norm: str, gain: float, s: int) -> float:
-        rec = D.init_stats(norm, "tanh", gain, seed=s)
+        # Seed 0 spelled as the page spells it, so that its cached network is reused.
+        rec = D.init_stats(norm, "tanh", gain) if s == 0 else D.init_stats(norm, "tanh", gain, s)
         return rec[0].grad_norm / rec[-1].grad_norm
 
     return {
@@ -373,6 +380,12 @@ def hundreds() -> Claim:
 def internal_covariate_shift() -> Claim:
     return Claim(
         id="drift.ics",
+        quote=(
+            "Training Deep Neural Networks is complicated by the fact that the distribution of "
+            "each layer's inputs changes during training, as the parameters of the previous "
+            "layers change."
+        ),
+        quote_where="Ioffe & Szegedy, abstract (arXiv:1502.03167)",
         chapter=CH,
         claim="'Internal covariate shift' names the change of each layer's input distribution "
         "during training",

@@ -94,6 +94,11 @@ def properties() -> Claim:
     )
     return Claim(
         id="ln.properties",
+        quote=(
+            "Unlike batch normalization, layer normalization performs exactly the same "
+            "computation at training and test times."
+        ),
+        quote_where="abstract (arXiv:1607.06450)",
         chapter=CH,
         claim="LayerNorm is sample-independent, identical at train and test, "
         "sequence-length agnostic, differentiable",
@@ -254,6 +259,12 @@ def gamma_importance() -> Claim:
 def origin() -> Claim:
     return Claim(
         id="ln.origin",
+        quote=(
+            "we transpose batch normalization into layer normalization by computing the mean and "
+            "variance used for normalization from all of the summed inputs to the neurons in a "
+            "layer"
+        ),
+        quote_where="abstract (arXiv:1607.06450)",
         chapter=CH,
         claim="Layer Normalization was introduced by Ba, Kiros & Hinton (2016)",
         source="Ba et al., arXiv:1607.06450, 2016",
