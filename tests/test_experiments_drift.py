@@ -211,3 +211,24 @@ def test_stacked_seeds_train_as_each_seed_alone():
     assert whole.shape == (2,) and np.all(np.isfinite(whole)) and whole.min() > 0
     with pytest.raises(ValueError, match="norm"):
         S.train_seeds("layernorm", "relu")
+
+
+def test_drift_words_follow_the_seed_rule():
+    """Hand-made per-seed values: a norm is "flatter" only where the rule finds its |log span|
+    below the plain network's, and "lower" only where every seed (or 2 SE) agrees."""
+    from normedu.claims import drift as DC
+
+    plain = [100.0, 110.0, 90.0]
+    spans = {"plain, gain 5/3": plain, "BatchNorm": [105.0, 95.0, 100.0], "LayerNorm": [60.0] * 3}
+    assert DC.flatter_words(spans) == "flatter only with LayerNorm"
+    spans["BatchNorm"] = [50.0, 55.0, 45.0]
+    assert DC.flatter_words(spans) == "flatter with both"
+    final = {
+        ("tanh", "none"): [0.4, 0.3, 0.5],
+        ("tanh", "batchnorm"): [0.3, 0.35, 0.45],  # lower on 2 of 3 seeds only
+        ("relu", "none"): [2.0, 2.1, 1.9],
+        ("relu", "batchnorm"): [1.3, 1.4, 1.2],
+    }
+    words = DC.faster_words(final)
+    assert words.startswith("with tanh, no difference detectable with 3 seeds")
+    assert words.endswith("with relu, BatchNorm's final loss is lower on all 3 seeds")
