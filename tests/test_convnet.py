@@ -165,6 +165,16 @@ def test_difference_and_crossover_rules():
     assert CN.crossover(sweep) is None
 
 
+def test_judged_pairs_by_seed_and_ignores_one_image():
+    one = 1 / len(CN.digits().y_test)
+    # Every seed 2 images worse: a difference, with the standard error floored at one image.
+    d = CN.judged([0.10 + 2 * one, 0.20 + 2 * one, 0.05 + 2 * one], [0.10, 0.20, 0.05])
+    assert d["clear"] and d["diff"] == pytest.approx(2 * one) and d["se"] == pytest.approx(one)
+    # Each seed exactly one image apart counts for neither side, and the mean is within 2 SE.
+    tied = CN.judged([one, -one, one], [0.0, 0.0, 0.0])
+    assert not tied["clear"] and tied["comparison"].positive == 0
+
+
 def test_group_errors_plot_draws_means_and_seeds():
     from normedu.plots import groupnorm as P
 

@@ -195,3 +195,40 @@ def test_update_ratios_match_a_manual_first_step():
 def test_initial_loss_is_ln10_with_a_small_head_and_higher_with_a_large_one():
     assert D.initial_loss("none", "relu") == pytest.approx(math.log(10), abs=0.05)
     assert D.initial_loss("none", "relu", head_gain=3.0) > math.log(10) + 0.3
+
+
+def test_stacked_seeds_train_as_each_seed_alone():
+    """Each seed of the stack is train_digits(seed=s): same initialization, batches and SGD
+    steps, so the same losses to float rounding (which a deep net amplifies over many steps:
+    compared over the first ten); the whole-set loss is the trained model's on all the data."""
+    from normedu.experiments import drift_stack as S
+
+    S.train_seeds.cache_clear()
+    losses, whole = S.train_seeds("batchnorm", "relu", 0.1, None, (0, 1), steps=10)
+    for s in (0, 1):
+        alone = D.train_digits("batchnorm", "relu", 0.1, seed=s).loss[:10]
+        np.testing.assert_allclose(losses[s], alone, rtol=1e-4)
+    assert whole.shape == (2,) and np.all(np.isfinite(whole)) and whole.min() > 0
+    with pytest.raises(ValueError, match="norm"):
+        S.train_seeds("layernorm", "relu")
+
+
+def test_drift_words_follow_the_seed_rule():
+    """Hand-made per-seed values: a norm is "flatter" only where the rule finds its |log span|
+    below the plain network's, and "lower" only where every seed (or 2 SE) agrees."""
+    from normedu.claims import drift as DC
+
+    plain = [100.0, 110.0, 90.0]
+    spans = {"plain, gain 5/3": plain, "BatchNorm": [105.0, 95.0, 100.0], "LayerNorm": [60.0] * 3}
+    assert DC.flatter_words(spans) == "flatter only with LayerNorm"
+    spans["BatchNorm"] = [50.0, 55.0, 45.0]
+    assert DC.flatter_words(spans) == "flatter with both"
+    final = {
+        ("tanh", "none"): [0.4, 0.3, 0.5],
+        ("tanh", "batchnorm"): [0.3, 0.35, 0.45],  # lower on 2 of 3 seeds only
+        ("relu", "none"): [2.0, 2.1, 1.9],
+        ("relu", "batchnorm"): [1.3, 1.4, 1.2],
+    }
+    words = DC.faster_words(final)
+    assert words.startswith("with tanh, no difference detectable with 3 seeds")
+    assert words.endswith("with relu, BatchNorm's final loss is lower on all 3 seeds")

@@ -258,31 +258,31 @@ def test_claims_are_registered_and_follow_their_rules(tmp_path, monkeypatch):
     # The CNN verdicts follow from the runs by the rule each claim states.
     small = "confirmed" if sweep["crossover"] is not None else "not reproduced"
     assert got["gn.cnn_small_batch"].verdict == small
-    ends_beaten = all(d["clear"] for d in gs["vs_best"][:1] + gs["vs_best"][-1:])
-    middle = gs["best"] not in (1, gs["channels"]) and ends_beaten
-    assert got["gn.groups"].verdict == ("confirmed" if middle else "not reproduced")
+    assert got["gn.groups"].verdict == ("confirmed" if gs["beats_both"] else "not reproduced")
+    assert got["gn.groups"].per_seed["G=1"] == gs["all"][0]
     assert f"batch {sweep['batch_sizes'][0]}" in got["gn.cnn_small_batch"].measured
 
 
-def test_cnn_sweep_verdict_names_the_winner_of_each_clear_size():
+def test_cnn_sweep_verdict_counts_the_clear_sizes_of_each_winner():
     from normedu.claims import groupnorm as GC
 
     noise = {"diff": 0.004, "se": 0.004, "clear": False}
     gn_wins = {"diff": -0.03, "se": 0.005, "clear": True}
+    bn_wins = {"diff": 0.03, "se": 0.005, "clear": True}
     sweep = {
         "batch_sizes": [2, 4, 8, 16],
-        "seeds": [0, 1],
+        "seeds": [0, 1, 2],
         "crossover": None,  # GroupNorm is not clearly better at batch 2
-        "gn_minus_bn": [noise, noise, gn_wins, noise],
-        "batchnorm_all": [[0.05, 0.06]] * 4,
-        "groupnorm_all": [[0.05, 0.07]] * 4,
+        "gn_minus_bn": [noise, bn_wins, gn_wins, noise],
+        "batchnorm_all": [[0.05, 0.06, 0.05]] * 4,
+        "groupnorm_all": [[0.05, 0.07, 0.05]] * 4,
     }
     text = GC.describe_cnn_sweep(sweep)
-    assert "at batch 8 GroupNorm is the better one" in text
-    assert "BatchNorm is the better one" not in text
-    sweep["gn_minus_bn"] = [noise, {"diff": 0.03, "se": 0.005, "clear": True}, gn_wins, noise]
-    text = GC.describe_cnn_sweep(sweep)
-    assert "at batch 8 GroupNorm is the better one" in text
-    assert "at batch 4 BatchNorm is the better one" in text
+    assert "at the smallest batch, 2. Of the 4 batch sizes" in text
+    assert (
+        "lower by the rule at 1 and BatchNorm's at 1; GroupNorm's mean error is lower at 1" in text
+    )
     sweep["gn_minus_bn"] = [noise] * 4
-    assert "nor is any difference" in GC.describe_cnn_sweep(sweep)
+    assert "at 0 and BatchNorm's at 0" in GC.describe_cnn_sweep(sweep)
+    sweep["crossover"] = 4
+    assert "at batch 4 and below" in GC.describe_cnn_sweep(sweep)

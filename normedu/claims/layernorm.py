@@ -94,6 +94,11 @@ def properties() -> Claim:
     )
     return Claim(
         id="ln.properties",
+        quote=(
+            "Unlike batch normalization, layer normalization performs exactly the same "
+            "computation at training and test times."
+        ),
+        quote_where="abstract (arXiv:1607.06450)",
         chapter=CH,
         claim="LayerNorm is sample-independent, identical at train and test, "
         "sequence-length agnostic, differentiable",
@@ -254,6 +259,12 @@ def gamma_importance() -> Claim:
 def origin() -> Claim:
     return Claim(
         id="ln.origin",
+        quote=(
+            "we transpose batch normalization into layer normalization by computing the mean and "
+            "variance used for normalization from all of the summed inputs to the neurons in a "
+            "layer"
+        ),
+        quote_where="abstract (arXiv:1607.06450)",
         chapter=CH,
         claim="Layer Normalization was introduced by Ba, Kiros & Hinton (2016)",
         source="Ba et al., arXiv:1607.06450, 2016",
@@ -288,8 +299,13 @@ def small_width() -> Claim:
         source=ART + " (question from CS231n's assignment)",
         measured=f"digits MLP, one hidden layer of width D: test accuracy with LN {ln[1]:.1%} "
         f"at D = 1, {ln[2]:.1%} at D = 2 (no norm: {no[1]:.1%}, {no[2]:.1%}); within 2 "
-        f"points of no norm from D = {start}",
+        f"points of no norm from D = {start} ({len(sw['seeds'])} seeds, means)",
         verdict=verdict(ok),
+        per_seed={
+            f"{name}, D={d}": list(sw["acc"][key][sw["widths"].index(d)])
+            for key, name in (("layernorm", "LayerNorm"), ("none", "no norm"))
+            for d in (1, 2)
+        },
         device=measured_on(),
         extra={"cite": ["cs231n"]},
     )

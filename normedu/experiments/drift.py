@@ -105,7 +105,7 @@ def linear_scale_vs_depth(
     return out
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def init_stats(norm: str = "none", act: str = "tanh", gain: float | None = None, seed: int = 0):
     """Per-layer activation and gradient statistics of a deep MLP at initialization.
 
@@ -428,18 +428,23 @@ def preactivation_std_profile(
 
 @lru_cache(maxsize=16)
 def initial_loss(
-    norm: str = "none", act: str = "relu", gain: float | None = None, head_gain: float = 0.1
+    norm: str = "none",
+    act: str = "relu",
+    gain: float | None = None,
+    head_gain: float = 0.1,
+    seed: int = 0,
 ) -> float:
     """Cross-entropy of the untrained digits MLP (training sizes) on 512 training digits.
 
     ``head_gain`` is the init gain of the output layer. The MLP's default, 0.1, keeps the
     logits small so the first softmax is near uniform and the loss near ``ln(10)``; a larger
-    head gain makes confident, random guesses and an initial loss well above it.
+    head gain makes confident, random guesses and an initial loss well above it. ``seed``: the
+    network's initialization.
     """
     size = choose(SIZES)
     data = digits()
     model = deep_mlp(
-        64, size.train_width, 10, size.train_depth, norm=norm, act=act, gain=gain, seed=0
+        64, size.train_width, 10, size.train_depth, norm=norm, act=act, gain=gain, seed=seed
     )
     with torch.no_grad():
         model[-1].weight.mul_(head_gain / 0.1)
