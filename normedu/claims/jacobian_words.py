@@ -132,7 +132,7 @@ def describe_scale_invariance(si: dict) -> str:
         "A turn is about $(\\eta/\\|W\\|^2)\\,c$, and of its two factors, decay makes the "
         f"effective learning rate {span([s['eff_lr_ratio'] for s in ps], '.2f')} times and c "
         f"{span([s['c_ratio'] for s in ps], '.1f')} times what they are without decay over "
-        "the window: the factor c's is "
+        "the window: c's factor is "
         + bigger.words("the larger one", "the smaller one", "not told apart from the other")
         + ". The effective learning rate $\\eta/\\|W\\|^2$ averages "
         f"{span([s['eff_lr'] for s in ps], '.4f')} over the window, against "
