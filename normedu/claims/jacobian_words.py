@@ -3,7 +3,9 @@
 Built here from the results, by rules that can fail, so that each branch is unit-tested and a
 sentence says only what the runs show on every seed:
 
-- :func:`describe_scale_invariance`: the weight-decay equilibrium and the angular update of
+- :func:`describe_scale_invariance`: the weight-decay equilibrium (:func:`describe_equilibrium`:
+  the whole window's near-identity, then the settling test :func:`settled` per quarter of the
+  window against a weaker-decay control) and the angular update of
   :func:`normedu.experiments.scale_invariance.runs` (per seed, by :func:`within`), what the
   quantity c does (:data:`STEADY`), and whether each run's loss was still falling
   (:func:`loss_words`);
