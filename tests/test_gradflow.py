@@ -154,7 +154,10 @@ def test_highway_grid_small(monkeypatch):
     G.highway_grid.cache_clear()
     try:
         grid = G.highway_grid("cpu")
-        assert set(grid.norms) == {k for k, _, _ in G.GRID}
+        assert set(grid.norms) == {k for k, *_ in G.CELLS}
+        # the small-init cell is built with GPT-2's init: its spread is the narrowest of the
+        # two residual stacks without a norm (the same blocks under Xavier init)
+        assert grid.spread(G.SMALL_INIT) < grid.spread("no norm+residual")
         assert all(len(v) == 6 for v in grid.norms.values())
         # each seed's profile is kept, and the plotted profile is their mean
         for key, profiles in grid.per_seed.items():

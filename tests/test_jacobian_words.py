@@ -94,7 +94,18 @@ def test_grid_spreads_directions_and_factors_per_seed():
     }
     text = W.describe_highway(g)
     assert "larger at the input side than at the output side on all 3 seeds" in text
-    assert "it is the norm that removes the orders of magnitude" in text
+    assert "under that init the norm removes the orders of magnitude" in text
+
+
+def test_small_init_cell_decides_what_the_orders_of_magnitude_come_from():
+    g = _grid()
+    g.per_seed[W.SMALL_INIT] = [_profile(x) for x in (1.001, 1.002, 1.001)]
+    g.norms[W.SMALL_INIT] = np.mean(g.per_seed[W.SMALL_INIT], axis=0).tolist()
+    assert W.classify(g)[W.SMALL_INIT] == "bounded"
+    assert "spread depends on the init" in W.conclude_highway(g)
+    g.per_seed[W.SMALL_INIT][1] = _profile(50.0)  # one seed past 10: no such conclusion
+    text = W.conclude_highway(g)
+    assert "not below 10 on every seed" in text and "depends on the init" not in text
 
 
 def test_conclusion_tests_layernorm_alone_and_the_clean_contrast():
@@ -162,3 +173,14 @@ def test_window_stats_against_a_run_at_its_equilibrium():
     assert st["grew"] and st["plain_eff_lr_fall"] == pytest.approx(4.0)
     assert st["c_plain"] < st["c_plain_early"]
     assert st["loss"]["decay"][1] < st["loss"]["decay"][0]
+    # at the fixed point every quarter sits on its own equilibrium, and the norm does not move
+    np.testing.assert_allclose(st["quarters"], 0, atol=1e-12)
+    np.testing.assert_allclose(st["lagged"], 0, atol=1e-12)
+    assert st["drift"] == pytest.approx(0, abs=1e-12) and W.settled([st, st])[0]
+    # the same run still relaxing from twice its equilibrium: the whole window's comparison
+    # mixes the quarters, the quarter test sees the first one (steps 10-17) off by its mean
+    lagging = {**decay, "norm": w * (1 + np.exp(-np.arange(steps) / 10.0))}
+    st = V.window_stats(plain, lagging, 10)
+    first = np.mean(np.exp(-np.arange(10, 17) / 10.0))
+    assert st["worst_quarter"] == pytest.approx(first) and st["quarters"][0] == st["worst_quarter"]
+    assert not W.settled([st, st])[0] and "more than 15% off" in W.settled([st, st])[1]

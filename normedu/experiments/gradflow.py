@@ -33,7 +33,9 @@ __all__ = [
     "SIZES",
     "HighwayGrid",
     "highway_grid",
+    "CELLS",
     "GRID",
+    "SMALL_INIT",
 ]
 
 
@@ -227,12 +229,19 @@ GRID = (
     ("no norm+residual", "none", True),
     ("no norm, no residual", "none", False),
 )
+#: The cells above use TinyGPT's default Xavier init. A fifth cell, outside the 2 x 2 figure:
+#: residuals without a norm under GPT-2's small init (std 0.02, output projections scaled by
+#: 1/sqrt(2L)), which separates "no norm" from "large branches at init".
+SMALL_INIT = "no norm+residual, GPT-2 init"
+CELLS = tuple((k, n, r, "xavier") for k, n, r in GRID) + ((SMALL_INIT, "none", True, "gpt2"),)
 
 
 @dataclass
 class HighwayGrid:
     """``norms[key]``: gradient norm w.r.t. each block's output (L,), block 0 first, mean
-    over seeds, for the keys of :data:`GRID` (Pre-Norm placement where a norm is present).
+    over seeds, for the keys of :data:`CELLS` (the 2 x 2 :data:`GRID` under Xavier init and
+    :data:`SMALL_INIT`; results stored before it hold the four of GRID) (Pre-Norm placement
+    where a norm is present).
     ``per_seed[key]``: the same for each seed, (seeds, L), seeds in order (empty in results
     stored before it was kept)."""
 
@@ -270,7 +279,7 @@ def _spread(values) -> float:
 
 
 def highway_grid(preset: str | None = None) -> HighwayGrid:
-    """Gradient norm arriving at each block of a deep stack, for the 4 cells of GRID.
+    """Gradient norm arriving at each block of a deep stack, for the cells of CELLS.
 
     Cached per preset (``None`` = the device's preset, sharing the cache entry with it).
     """
@@ -289,7 +298,7 @@ def _highway_grid(preset: str) -> HighwayGrid:
     out: dict[str, list[float]] = {}
     per_seed: dict[str, list[list[float]]] = {}
     with threads(size.threads):
-        for key, norm, residual in GRID:
+        for key, norm, residual, init in CELLS:
             profiles = []
             for seed in seeding.seeds(size.seeds):
                 cfg = GPTConfig(
@@ -302,6 +311,7 @@ def _highway_grid(preset: str) -> HighwayGrid:
                     norm=norm,
                     residual=residual,
                     seed=seed,
+                    init=init,
                 )
                 model = TinyGPT(cfg).to(device)
                 b = make_batch(

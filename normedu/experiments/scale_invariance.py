@@ -12,8 +12,17 @@ whose fixed point is ``‖W*‖⁴ = η c² / (λ (2 − ηλ))`` (≈ ``η c² 
 ``W`` and its gradient, ``c`` and the effective learning rate ``η / ‖W‖²`` over a few hundred
 plain-SGD steps on the digits; :func:`runs` does it with and without decay on several seeds
 and plugs each run's measured ``c`` into :func:`equilibrium_norm` (:func:`window_stats`).
-float64 throughout, seeded. The equilibrium and the angular update √(2ηλ) per step are
-Wan et al.'s Spherical Motion Dynamics (NeurIPS 2021), here without momentum.
+float64 throughout, seeded. The equilibrium norm is van Laarhoven's (2017), named an
+equilibrium by Chiley et al. (2019); the angular update √(2ηλ) per step and the proof that the
+equilibrium is reached at a linear rate are Wan et al.'s (NeurIPS 2021), here without momentum.
+
+Summed over a window of N steps, the recursion gives, exactly,
+``(2ηλ − η²λ²) mean(u) = η² mean(c²/u) − (u_end − u_start)/N``: the window's mean norm meets
+the equilibrium of the same window's c whenever the norm's change across the window is small
+next to what decay removes over it (a bookkeeping identity, which a control run with a five
+times weaker decay, still relaxing, passes too). :func:`quarter_gaps` is the test that can fail:
+the norm against the equilibrium of each quarter of the window, at 1.2 relaxation times per
+quarter for the control and 6 for the page's decay.
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ __all__ = [
     "SEEDS",
     "equilibrium_norm",
     "norm_recursion",
+    "CONTROL",
     "model",
+    "quarter_gaps",
     "relaxation_steps",
     "train",
     "train_many",
@@ -51,6 +62,9 @@ STEPS = 1600
 #: Seeds of every verdict drawn from these runs (the 2 x 5 runs, side by side in
 #: :func:`train_many`, cost about 5 CPU-s together).
 SEEDS = 5
+#: The control's weight decay is the page's divided by CONTROL: its norm relaxes in 1/(4ηλ) =
+#: 250 steps at η = 0.5, λ = 0.002, so over steps 400-1600 it is still catching up with c.
+CONTROL = 5
 
 
 def equilibrium_norm(lr: float, wd: float, c: float, first_order: bool = False) -> float:
@@ -215,6 +229,22 @@ def relaxation_steps(lr: float, wd: float) -> float:
     return 1.0 / (4 * lr * wd)
 
 
+def quarter_gaps(run: dict, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """The settling test of a decay run over steps ``start`` to the end, cut in four quarters.
+
+    Returns ``(same, lagged)``: ``same[q]`` = mean ‖W‖ over quarter q / the equilibrium of
+    that quarter's rms c − 1 (4,), which a norm still catching up with c fails when a quarter
+    is short next to the relaxation time 1/(4ηλ); ``lagged[q]`` = mean ‖W‖ over quarter q + 1
+    against the equilibrium of quarter q's c (3,): c measured on other steps than the norm.
+    """
+    lr, wd = run["lr"], run["wd"]
+    edges = np.linspace(start, len(run["norm"]), 5).astype(int)
+    quarters = [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    eq = np.array([equilibrium_norm(lr, wd, np.sqrt(np.mean(run["c"][q] ** 2))) for q in quarters])
+    norm = np.array([np.mean(run["norm"][q]) for q in quarters])
+    return norm / eq - 1, norm[1:] / eq[:-1] - 1
+
+
 def window_stats(plain: dict, decay: dict, start: int) -> dict:
     """One seed's summary over steps ``start`` to the end of two :func:`train` runs (same
     seed and length, without and with decay).
@@ -230,7 +260,11 @@ def window_stats(plain: dict, decay: dict, start: int) -> dict:
     ``test_acc`` (``{"plain", "decay"}``), ``grew`` (the plain run's norm rose at every
     step), ``cos_max`` (largest |cos(W, g)| of either run), ``step_residual`` (the larger of the
     two runs'), ``norm_first`` (‖W‖ at step 0), ``plain_final`` (the plain run's last ‖W‖) and
-    ``plain_eff_lr_fall`` (its η/‖W‖² at the first step over the last).
+    ``plain_eff_lr_fall`` (its η/‖W‖² at the first step over the last); ``quarters`` and
+    ``lagged`` (:func:`quarter_gaps` of the decay run), ``worst_quarter`` (the largest
+    |quarters|), ``drift`` (the decay run's mean ‖W‖ over the window's last quarter / its first
+    − 1); ``c_ratio`` (rms c over the window, decay run / plain run) and ``eff_lr_ratio``
+    (mean η/‖W‖² over the window, decay / plain): the two factors of the turn per step.
     """
     w = slice(start, None)
     lr, wd = decay["lr"], decay["wd"]
@@ -239,6 +273,7 @@ def window_stats(plain: dict, decay: dict, start: int) -> dict:
     predicted = equilibrium_norm(lr, wd, c_rms)
     measured = float(np.mean(decay["norm"][w]))
     median = float(np.median(c))
+    same, lagged = quarter_gaps(decay, start)
     n = len(decay["loss"])
     q3, q4 = slice(n // 2, 3 * n // 4), slice(3 * n // 4, None)
     return {
@@ -268,6 +303,16 @@ def window_stats(plain: dict, decay: dict, start: int) -> dict:
         "plain_final": plain["final_norm"],
         "plain_eff_lr_fall": float(plain["eff_lr"][0] / plain["eff_lr"][-1]),
         "grew": bool(np.all(np.diff(np.append(plain["norm"], plain["final_norm"])) > 0)),
+        "quarters": same.tolist(),
+        "lagged": lagged.tolist(),
+        "worst_quarter": float(np.max(np.abs(same))),
+        "drift": float(
+            np.mean(decay["norm"][n - (n - start) // 4 :])
+            / np.mean(decay["norm"][start : start + (n - start) // 4])
+            - 1
+        ),
+        "c_ratio": float(c_rms / np.sqrt(np.mean(plain["c"][w] ** 2))),
+        "eff_lr_ratio": float(np.mean(decay["eff_lr"][w]) / np.mean(plain["eff_lr"][w])),
     }
 
 
@@ -280,12 +325,16 @@ def runs(lr: float = 0.5, wd: float = 0.01, steps: int = STEPS, seeds: int = SEE
     (``"seeds"``). ``"plain"`` and ``"decay"`` are the first seed's two runs (the figure's),
     and ``"c_rms"``, ``"measured"``, ``"predicted"``, ``"predicted_first_order"`` and
     ``"turn_rms"`` its window values; ``"angular_step"`` is √(2ηλ), the rotation per step at
-    equilibrium (radians).
+    equilibrium (radians). ``"control"``: the same per-seed stats for runs with decay
+    ``wd / CONTROL`` (``"control_wd"``; its own √(2ηλ) is ``"control_angular_step"``), the
+    negative control of the settling test.
     """
     start = steps // 4
     seed_list = seeding.seeds(seeds)
-    both = train_many(lr, (0.0,) * seeds + (wd,) * seeds, steps, seeds=seed_list * 2)
-    pairs = list(zip(both[:seeds], both[seeds:], strict=True))
+    wds = (0.0,) * seeds + (wd,) * seeds + (wd / CONTROL,) * seeds
+    both = train_many(lr, wds, steps, seeds=seed_list * 3)
+    plain, decay, control = both[:seeds], both[seeds : 2 * seeds], both[2 * seeds :]
+    pairs = list(zip(plain, decay, strict=True))
     per_seed = [window_stats(p, d, start) for p, d in pairs]
     first = per_seed[0]
     return {
@@ -304,4 +353,7 @@ def runs(lr: float = 0.5, wd: float = 0.01, steps: int = STEPS, seeds: int = SEE
         "predicted_first_order": first["predicted_first_order"],
         "angular_step": float(np.sqrt(2 * lr * wd)),
         "turn_rms": first["turn"],
+        "control_wd": wd / CONTROL,
+        "control_angular_step": float(np.sqrt(2 * lr * wd / CONTROL)),
+        "control": [window_stats(p, k, start) for p, k in zip(plain, control, strict=True)],
     }
