@@ -36,7 +36,7 @@ from normedu.grading.compare import (
 )
 from normedu.grading.diagnose import Hypothesis, check_against, diagnose
 from normedu.grading.guard import assert_no_shortcut
-from normedu.grading.kernel_side import passable
+from normedu.grading.kernel_side import relu
 
 __all__ = [
     "GAINS",
@@ -197,13 +197,6 @@ def check_stats_on(f: Callable, h: np.ndarray, threshold: float | None = None) -
 
 
 # --------------------------------------------------------------------------- forward_stack
-
-
-@passable
-def relu(z: np.ndarray) -> np.ndarray:
-    """max(z, 0): an activation a test passes to ``forward_stack``. Registered as passable,
-    so that it reaches the student's function when the checks run outside the kernel."""
-    return np.maximum(z, 0.0)
 
 
 def _stack_result(f: Callable, x, weights, activation) -> list[np.ndarray]:
