@@ -76,17 +76,20 @@ import normedu
 package = os.path.dirname(normedu.__file__)
 sandbox.confine({str(work)!r}, landlock="on", reach=spec, network=True)
 reach.install(spec)
-t("torch", "__import__('torch')")
-t("importlib", "importlib.import_module('torch.nn.functional')")
+t("torch", "__import__('torch').tensor([1.0])")
+t("importlib", "importlib.import_module('torch.nn.functional').layer_norm(1)")
+t("module", "__import__('torch').nn.LayerNorm(4)")
+t("isinstance", "isinstance(numpy.ones(2), __import__('torch').Tensor)")
 t("reference", "__import__('normedu.functional', fromlist=['_']).layer_norm(numpy.ones((2, 3)))")
 t("checks", "__import__('normedu.grading.layernorm', fromlist=['_']).ref.layer_norm(1)")
 t("variants", "getattr(__import__('normedu.grading.diagnose', fromlist=['_']), 'normalize')(1)")
-t("jax", "__import__('jax')")
+t("jax", "__import__('jax').nn.softmax(1)")
 t("rel_error", "__import__('normedu.grading', fromlist=['_']).rel_error(numpy.ones(2), 1.0)")
 t("scipy", "float(__import__('scipy.stats', fromlist=['_']).describe([1.0, 2.0]).mean)")
 t("stdlib", "__import__('functools').reduce(int.__add__, [1, 2])")
 sys.meta_path.pop(0)
-for name in [m for m in sys.modules if m.startswith(("normedu.functional", "normedu.grading.l"))]:
+stand_ins = ("normedu.functional", "normedu.grading.l", "torch")
+for name in [m for m in sys.modules if m.startswith(stand_ins)]:
     del sys.modules[name]
 t("reference_no_finder", "__import__('normedu.functional', fromlist=['_']).layer_norm")
 t("torch_no_finder", "__import__('torch')")
@@ -98,17 +101,17 @@ print(json.dumps(out))
         tmp_path,
     )
     gone = "not available while this assignment is graded"
-    assert (
-        out["torch"]
-        == out["importlib"]
-        == (f"ModuleNotFoundError: torch is {gone} (answers are written with NumPy)")
-    )
+    why = "answers are written with NumPy"
+    assert out["torch"] == f"NotAvailableWhileGrading: torch.tensor is {gone}: {why}"
+    assert f"torch.nn.functional.layer_norm is {gone}" in out["importlib"]
+    assert f"torch.nn.LayerNorm is {gone}" in out["module"]
+    assert out["isinstance"] == "ok False"
     assert out["reference"].startswith(
         f"NotAvailableWhileGrading: normedu.functional.layer_norm is {gone}"
     )
     assert f"normedu.grading.layernorm.ref.layer_norm is {gone}" in out["checks"]
     assert f"normedu.grading.diagnose.normalize is {gone}" in out["variants"]
-    assert out["jax"].startswith(f"ModuleNotFoundError: jax is {gone}")
+    assert out["jax"].startswith(f"NotAvailableWhileGrading: jax.nn.softmax is {gone}")
     assert (out["rel_error"], out["scipy"], out["stdlib"]) == ("ok 0.0", "ok 1.5", "ok 3")
     for label in ("reference_no_finder", "torch_no_finder", "source", "torch_source"):
         assert out[label].startswith("PermissionError"), (label, out[label])

@@ -15,8 +15,11 @@ reflection, or the package's source read from disk and run):
   in the kernel (and fail there: the grader runs each of them itself, :mod:`.trusted`), and a
   kernel whose test cells pass anyway is one that changed how cells run: ``interference``.
 - **Other libraries** with norms of their own (:data:`OTHER_LIBRARIES`), and **torch** for a
-  NumPy assignment: ``import`` raises ``ModuleNotFoundError`` ("torch is not available while
-  this assignment is graded").
+  NumPy assignment: stand-ins as well, so an answer cell that imports torch to compare with
+  it still defines its functions, and whatever uses torch raises ("torch.tensor is not
+  available while this assignment is graded: answers are written with NumPy"); a capitalized
+  name is a class nothing is an instance of (``isinstance(x, torch.Tensor)`` is False, as
+  library code asks) and that cannot be built.
 - **torch's norms** for a torch assignment (:func:`for_assignment`): the entry points of
   :data:`TORCH_NORMS` are replaced, in every loaded torch module and in ``torch.ops.aten``,
   by stand-ins that raise, except where the assignment's checks hand the student torch's own
@@ -117,7 +120,8 @@ _SUFFIX = "is not available while this assignment is graded"
 
 
 class NotAvailableWhileGrading(ImportError):
-    """Raised in a grading kernel by anything taken from a module it cannot reach."""
+    """Raised in a grading kernel by anything taken from a module it cannot reach (an
+    ``ImportError``: code that guards an optional import catches it)."""
 
 
 class _Unavailable:
@@ -133,13 +137,27 @@ class _Unavailable:
     def __getattr__(self, attr: str):
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
-        return _Unavailable(f"{self._name}.{attr}", self._why)
+        return _stand_in(f"{self._name}.{attr}", self._why)
 
     def __call__(self, *args, **kwargs):
         raise NotAvailableWhileGrading(f"{self._name} {_SUFFIX}{self._why}")
 
     def __repr__(self) -> str:
         return f"<{self._name}: not available while this assignment is graded>"
+
+
+def _stand_in(name: str, why: str):
+    """What stands for ``name`` in a grading kernel: a class for a capitalized name (so that
+    ``isinstance(x, torch.Tensor)`` is False, as library code asks, and building one raises),
+    else an :class:`_Unavailable`."""
+    last = name.rsplit(".", 1)[-1]
+    if not last[:1].isupper():
+        return _Unavailable(name, why)
+
+    def refuse(self, *args, **kwargs):
+        raise NotAvailableWhileGrading(f"{name} {_SUFFIX}{why}")
+
+    return type(last, (), {"__init__": refuse, "__module__": name.rsplit(".", 1)[0]})
 
 
 _NORMEDU_WHY = (
@@ -150,7 +168,7 @@ _TORCH_WHY = ": write the computation yourself with elementary tensor operations
 
 
 class _StandIn(types.ModuleType):
-    """A normedu module the kernel cannot reach: every attribute is an :class:`_Unavailable`;
+    """A module the kernel cannot reach: every attribute is a stand-in (:func:`_stand_in`);
     ``dir()`` lists the real module's public names (so code that walks the checks to replace
     them, as an interfering kernel does, finds them, and its test cells then pass in the
     kernel where the grader's run fails them: ``interference``)."""
@@ -158,20 +176,21 @@ class _StandIn(types.ModuleType):
     def __getattr__(self, attr: str):
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
-        return _Unavailable(f"{self.__name__}.{attr}", _NORMEDU_WHY)
+        why = self.__dict__.get("_why", _NORMEDU_WHY)
+        return _stand_in(f"{self.__name__}.{attr}", why)
 
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self.__dict__.get("_public", ())))
 
 
 class _StandInLoader(importlib.abc.Loader):
-    def __init__(self, public: tuple[str, ...] = ()):
-        self.public = public
+    def __init__(self, public: tuple[str, ...] = (), why: str = _NORMEDU_WHY):
+        self.public, self.why = public, why
 
     def create_module(self, spec):
         module = _StandIn(spec.name)
         module.__path__ = []  # a package: its submodules are stand-ins too
-        module._public = self.public
+        module._public, module._why = self.public, self.why
         return module
 
     def exec_module(self, module) -> None:
@@ -209,10 +228,10 @@ class _Finder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name, path=None, target=None):
         if _under(name, self.unavailable):
-            top = name.split(".")[0]
-            raise ModuleNotFoundError(
-                f"{top} {_SUFFIX} (answers are written with {self.language})", name=name
-            )
+            # A stand-in, not an ImportError: an answer cell that imports torch to compare
+            # with it keeps the functions it defines; only what uses torch fails, and says so.
+            why = f": answers are written with {self.language}"
+            return importlib.machinery.ModuleSpec(name, _StandInLoader((), why), is_package=True)
         if _under(name, ("normedu",)) and name not in self.real:
             loader = _StandInLoader(self.public.get(name, ()))
             return importlib.machinery.ModuleSpec(name, loader, is_package=True)
@@ -234,7 +253,7 @@ def _hide_in(obj, names: frozenset[str]) -> None:
         if name not in space:
             continue
         try:
-            setattr(obj, name, _Unavailable(f"{label}.{name}", _TORCH_WHY))
+            setattr(obj, name, _stand_in(f"{label}.{name}", _TORCH_WHY))
         except (AttributeError, TypeError):  # a read-only namespace (torch's C bindings)
             pass
 
