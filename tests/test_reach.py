@@ -87,6 +87,8 @@ t("jax", "__import__('jax').nn.softmax(1)")
 t("rel_error", "__import__('normedu.grading', fromlist=['_']).rel_error(numpy.ones(2), 1.0)")
 t("scipy", "float(__import__('scipy.stats', fromlist=['_']).describe([1.0, 2.0]).mean)")
 t("stdlib", "__import__('functools').reduce(int.__add__, [1, 2])")
+t("course_helper", "__import__('normedu.grading.drift', fromlist=['_']).GAINS[0]")
+t("simulate", "__import__('normedu.grading.syncbn', fromlist=['_']).simulate.__module__")
 sys.meta_path.pop(0)
 stand_ins = ("normedu.functional", "normedu.grading.l", "torch")
 for name in [m for m in sys.modules if m.startswith(stand_ins)]:
@@ -113,6 +115,8 @@ print(json.dumps(out))
     assert f"normedu.grading.diagnose.normalize is {gone}" in out["variants"]
     assert out["jax"].startswith(f"NotAvailableWhileGrading: jax.nn.softmax is {gone}")
     assert (out["rel_error"], out["scipy"], out["stdlib"]) == ("ok 0.0", "ok 1.5", "ok 3")
+    # What the course's own cells take from a checks' module is there for real (reach.LEAVES).
+    assert (out["course_helper"], out["simulate"]) == ("ok 0.5", "ok 'normedu.grading.simulated'")
     for label in ("reference_no_finder", "torch_no_finder", "source", "torch_source"):
         assert out[label].startswith("PermissionError"), (label, out[label])
 

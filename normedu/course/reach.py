@@ -52,6 +52,7 @@ import types
 
 __all__ = [
     "KERNEL_MODULES",
+    "LEAVES",
     "OTHER_LIBRARIES",
     "TORCH",
     "TORCH_NORMS",
@@ -74,6 +75,7 @@ KERNEL_MODULES = (
     "normedu.grading",
     "normedu.grading.calls",
     "normedu.grading.display",
+    "normedu.grading.drift_inputs",
     "normedu.grading.errors",
     "normedu.grading.gradcheck",
     "normedu.grading.kernel_side",
@@ -81,6 +83,14 @@ KERNEL_MODULES = (
     "normedu.grading.rmsnorm_module",
     "normedu.grading.simulated",
 )
+#: The leaf module that holds, for real, the public helpers (its ``__all__``) of a module the
+#: kernel cannot reach: the course's own cells import them from the checks' module
+#: (``from normedu.grading.syncbn import simulate``) and run in the kernel too.
+LEAVES = {
+    "normedu.grading.drift": "normedu.grading.drift_inputs",
+    "normedu.grading.prepost": "normedu.grading.prepost_kernel",
+    "normedu.grading.syncbn": "normedu.grading.simulated",
+}
 #: torch's distributions (top-level names): unavailable in a NumPy assignment's kernel.
 TORCH = ("torch", "functorch", "torchgen")
 #: Other libraries that implement the course's norms: unavailable in every grading kernel.
@@ -161,8 +171,7 @@ def _stand_in(name: str, why: str):
 
 
 _NORMEDU_WHY = (
-    ": the course's checks and references stay with the grader, which runs every test cell "
-    "itself; write the computation yourself"
+    ": the grader keeps the course's checks and references, and runs every test cell itself"
 )
 _TORCH_WHY = ": write the computation yourself with elementary tensor operations"
 
@@ -176,6 +185,11 @@ class _StandIn(types.ModuleType):
     def __getattr__(self, attr: str):
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
+        leaf = LEAVES.get(self.__name__)
+        if leaf is not None:
+            real = importlib.import_module(leaf)
+            if attr in getattr(real, "__all__", ()):
+                return getattr(real, attr)
         why = self.__dict__.get("_why", _NORMEDU_WHY)
         return _stand_in(f"{self.__name__}.{attr}", why)
 

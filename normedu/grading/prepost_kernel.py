@@ -21,6 +21,17 @@ from normedu.grading.calls import call
 from normedu.grading.errors import GradingError
 from normedu.grading.kernel_side import kernel_side
 
+__all__ = [
+    "make_stack",
+    "make_inputs",
+    "make_blocks",
+    "blocks_from",
+    "plot_grad_norms",
+    "DEPTH",
+    "WIDTH",
+    "BATCH",
+]
+
 NOT_FLOAT = "return a list of Python floats (use .item())"
 
 #: Depth and width of the experiment's stack.
