@@ -21,16 +21,10 @@ from normedu.grading.calls import call
 from normedu.grading.errors import GradingError
 from normedu.grading.kernel_side import kernel_side
 
-__all__ = [
-    "make_stack",
-    "make_inputs",
-    "make_blocks",
-    "blocks_from",
-    "plot_grad_norms",
-    "DEPTH",
-    "WIDTH",
-    "BATCH",
-]
+#: What the course's own cells take from :mod:`.prepost` (served by a grading kernel's
+#: stand-in of it, :data:`normedu.course.reach.LEAVES`): the stack and its inputs, not the
+#: wirings.
+__all__ = ["make_stack", "make_inputs", "plot_grad_norms", "DEPTH", "WIDTH", "BATCH"]
 
 NOT_FLOAT = "return a list of Python floats (use .item())"
 
