@@ -355,7 +355,6 @@ def install(spec: dict | str) -> None:
                 if not name[:1].isupper():
                     setattr(aten, name, _Unavailable(f"torch.ops.aten.{name}", _TORCH_WHY))
     sys.meta_path.insert(0, finder)
-    importlib.invalidate_caches()
     _INSTALLED.append(spec)
 
 
