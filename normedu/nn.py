@@ -17,6 +17,7 @@ Shapes:
 
 from __future__ import annotations
 
+import math
 import sys
 
 import torch
@@ -184,7 +185,8 @@ def group_norm(
         )
     _check_param(weight, c, "weight", x, "the channel axis (axis 1)")
     _check_param(bias, c, "bias", x, "the channel axis (axis 1)")
-    xf = _upcast(x).reshape(n, groups, -1)
+    # The group's size spelled out: with -1, an empty batch (N = 0) leaves it undefined.
+    xf = _upcast(x).reshape(n, groups, (c // groups) * math.prod(x.shape[2:]))
     centered = xf - xf.mean(dim=-1, keepdim=True)
     var = (centered * centered).mean(dim=-1, keepdim=True)
     out = (centered * torch.rsqrt(var + eps)).reshape(x.shape)

@@ -1,19 +1,17 @@
-"""The answer policy (:mod:`normedu.course.policy`) on text alone, no kernel: every solution's
-answer cells and every independently written correct answer pass it; each shortcut of
-``tests/data/shortcuts.py`` is refused, with the construct named."""
+"""The answer policy (:mod:`normedu.course.policy`) on text alone, no kernel: magics and shell
+lines are skipped on their own line, the rest of the cell runs; constructs worth a look are
+noted for review, and the habits of honest students (issue 45) are not."""
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
 import pytest
 from data.correct import VARIANTS as CORRECT_VARIANTS
-from data.shortcuts import SHORTCUTS
+from data.habits import HABITS
 
 from normedu.course import policy
-from normedu.grading import mistakes
 
 REPO = Path(__file__).resolve().parent.parent
 SOLUTIONS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir())
@@ -23,106 +21,85 @@ def _solution(assignment: str) -> Path:
     return REPO / "solutions" / assignment / f"{assignment}.ipynb"
 
 
-@functools.cache
-def _allowed(assignment: str) -> frozenset[str]:
-    return policy.allowed_modules(_solution(assignment))
-
-
-def _course_names(assignment: str, allowed) -> frozenset[str]:
+@pytest.mark.parametrize("assignment", SOLUTIONS)
+def test_the_solutions_and_correct_answers_run_as_written_and_are_not_noted(assignment):
     nb = json.loads(_solution(assignment).read_text())
-    sources = [
+    answers = [
         "".join(c["source"])
         for c in nb["cells"]
-        if c["cell_type"] == "code" and not c["metadata"].get("nbgrader", {}).get("solution")
+        if c["cell_type"] == "code" and c["metadata"].get("nbgrader", {}).get("solution")
     ]
-    return policy.course_module_names(sources, allowed)
-
-
-@pytest.mark.parametrize("assignment", SOLUTIONS)
-def test_the_solution_and_every_correct_answer_pass_the_policy(assignment):
-    allowed = policy.allowed_modules(_solution(assignment))
-    names = _course_names(assignment, allowed)
-    nb = json.loads(_solution(assignment).read_text())
-    answers = {("solution", i): "".join(s) for i, s in enumerate(policy._answer_sources(nb))}
-    for variant, cells in CORRECT_VARIANTS.get(assignment, {}).items():
-        answers |= {(variant, cell): source for cell, source in cells.items()}
+    for cells in CORRECT_VARIANTS.get(assignment, {}).values():
+        answers += list(cells.values())
     assert answers
-    refused = {k: policy.violations(s, allowed, names) for k, s in answers.items()}
-    assert {k: v for k, v in refused.items() if v} == {}
+    assert [(a[:40], policy.review_notes(a)) for a in answers if policy.review_notes(a)] == []
+    assert [a[:40] for a in answers if policy.grading_source(a) is not None] == []
 
 
-def test_every_catalogued_edit_of_a_solution_passes_the_policy():
-    # Wrong but honest answers are graded on their maths, not refused (the catalog's
-    # SHORTCUTS, the few mistakes that replace the whole cell, and an edit that imports a
-    # library, such as qknorm's scipy softmax, call libraries: the policy refuses those).
-    found = {}
-    for m in mistakes.CATALOG:
-        if m.replacement is not None or any("import " in new for _, new in m.edits):
-            continue
-        nb = json.loads(_solution(m.assignment).read_text())
-        (cell,) = [
-            "".join(c["source"])
-            for c in nb["cells"]
-            if c["metadata"].get("nbgrader", {}).get("grade_id") == m.cell
-        ]
-        found[m.assignment, m.name] = policy.violations(m.source(cell), _allowed(m.assignment))
-    assert found and {k: v for k, v in found.items() if v} == {}
+def test_the_habits_of_honest_students_are_not_noted():
+    sources = [edit for habit in HABITS.values() for edit in habit.values()]
+    assert sources and [s for s in sources if policy.review_notes(s)] == []
 
 
-def test_the_allow_list_is_the_solution_s_imports_and_the_math_modules():
-    allowed = policy.allowed_modules(_solution("dyt"))
-    assert allowed == {"numpy", *policy.SAFE_STDLIB, *policy.SAFE_EXTRA}
-    # A student's own plot of an answer is no shortcut; the library's norm still is.
-    plot = "import matplotlib.pyplot as plt\nplt.plot([1, 2])"
-    assert not policy.violations(plot, allowed, set())
-    assert policy.violations("import torch", allowed, set())
-    assert "torch" in policy.allowed_modules(_solution("prepost"))
-    assert "grade" in _course_names("layernorm", policy.allowed_modules(_solution("layernorm")))
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ("%timeit f(x)", "None  # skipped while grading: %timeit f(x)"),
+        ("!python --version", "None  # skipped while grading: !python --version"),
+        ("files = !ls", "files = None  # skipped while grading: files = !ls"),
+        ("t = %timeit -o f(x)", "t = None  # skipped while grading: t = %timeit -o f(x)"),
+        ("%matplotlib inline", "None  # skipped while grading: %matplotlib inline"),
+        ("np.mean?", "None  # skipped while grading: np.mean?"),
+    ],
+)
+def test_a_magic_or_shell_line_runs_as_none_on_its_own_line(line, expected):
+    source = f"import numpy as np\n\n\ndef f(x):\n    return x\n\n\n{line}\nx = f(2)\n"
+    rewritten = policy.grading_source(source)
+    lines = rewritten.splitlines()
+    assert len(lines) == len(source.splitlines()) and lines[7] == expected
+    namespace: dict = {}
+    exec(rewritten, namespace)  # noqa: S102 - the rewritten cell still defines f and runs on
+    assert namespace["x"] == 2
 
 
-@pytest.mark.parametrize("name", SHORTCUTS)
-def test_each_shortcut_is_refused_naming_its_construct(name):
-    construct, by_assignment = SHORTCUTS[name]
-    for assignment, cells in by_assignment.items():
-        allowed = policy.allowed_modules(_solution(assignment))
-        names = _course_names(assignment, allowed)
-        for source in cells.values():
-            found = policy.violations(source, allowed, names)
-            assert found and found[0].construct == construct, (assignment, found)
+def test_a_timing_cell_magic_runs_its_body_and_another_is_skipped():
+    body = "def f(x):\n    return 2 * x\n\n\ny = f(3)\n"
+    namespace: dict = {}
+    exec(policy.grading_source("%%time\n" + body), namespace)  # noqa: S102
+    assert namespace["y"] == 6
+    skipped = policy.grading_source("%%bash\necho hi\nls\n")
+    assert skipped.startswith("pass  # skipped while grading: %%bash")
+    assert len(skipped.splitlines()) == 3
+    assert policy.grading_source("def f(x):\n    return x % 2  # not a magic\n") is None
 
 
 @pytest.mark.parametrize(
     "source,construct",
     [
-        ("import torch", "torch"),
-        ("from scipy.special import softmax", "scipy.special"),
-        ("import importlib", "importlib"),
-        ("f = getattr(np, 'me' + 'an')", "getattr"),
+        ("import gc\nfs = gc.get_objects()", "gc"),
         ("g = (lambda: 0).__globals__", "__globals__"),
-        ("get_ipython().run_cell('x = 1')", "get_ipython"),
-        ("%time import normedu.functional as nf", "get_ipython"),
-        ("y = Out[3]", "Out"),
-        ("from operator import attrgetter", "attrgetter"),
-        ("x = np.load('f.npy', allow_pickle=True)", "load"),
-        ("import numpy.ctypeslib", "ctypeslib"),
-        ("g = (x for x in [1]).gi_frame.f_back", "gi_frame"),
+        ("get_ipython().set_custom_exc((Exception,), h)", "set_custom_exc"),
+        ("get_ipython().input_transformers_cleanup.append(r)", "input_transformers_cleanup"),
+        ("import torch\nf = torch._C._VariableFunctions.layer_norm", "_VariableFunctions"),
+        ("import sys\nframe = sys._getframe().f_back", "f_back"),
     ],
 )
-def test_the_constructs_no_answer_needs_are_refused(source, construct):
-    allowed = policy.allowed_modules(_solution("layernorm"))
-    found = policy.violations("import numpy as np\n" + source, allowed)
-    assert [v.construct for v in found][:1] == [construct] and found[0].line == 2
+def test_interference_like_constructs_are_noted_with_their_line(source, construct):
+    found = policy.review_notes("import numpy as np\n" + source)
+    assert [f.construct for f in found][-1:] == [construct]
+    assert found[-1].line == source.count("\n") + 2
 
 
-def test_a_cell_that_does_not_parse_is_left_to_fail_in_the_kernel():
-    assert policy.violations("def f(:\n    import torch", frozenset({"numpy"})) == []
-
-
-def test_the_stub_defines_the_cell_s_functions_as_raising_the_sentence():
-    source = "import torch\n\n\ndef f(x):\n    return x\n\n\ng = f\n"
-    namespace: dict = {}
-    with pytest.raises(Exception, match="line 1"):
-        exec(policy.stub(source, "cell `f`, line 1: `torch`"), namespace)  # noqa: S102
-    for name in ("f", "g"):
-        with pytest.raises(Exception, match="line 1: `torch`"):
-            namespace[name](1)
+def test_police_rewrites_the_student_s_cells_and_notes_without_the_course_s():
+    course_cell = {"cell_type": "code", "source": "%timeit 1\n", "metadata": {}}
+    answer = {
+        "cell_type": "code",
+        "source": "import gc\n%timeit f(1)\n",
+        "metadata": {"nbgrader": {"solution": True, "grade_id": "f"}},
+    }
+    replace, notes = policy.police({"cells": [course_cell, answer]}, {"%timeit 1"})
+    assert set(replace) == {1} and "None  # skipped while grading" in replace[1]
+    assert notes == [
+        "needs review: answer cell `f`, line 1: `gc` (reaches every object of the process); "
+        "graded on what its functions return, no points taken"
+    ]

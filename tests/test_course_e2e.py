@@ -43,8 +43,8 @@ pytestmark = [
 SLEEPER = str(40000 + os.getpid() % 10000)
 # Per-cell time limit: long enough for a cell to import numpy on a busy 2-core machine.
 CELL_S = 6
-#: These tests test the sandbox: the answer policy (normedu.course.policy) would refuse the
-#: hostile kinds' code before it runs, so they grade with it off.
+#: These tests test the sandbox: they grade with the answer policy (normedu.course.policy,
+#: which rewrites magics and notes constructs for review) off, the layers beneath it on.
 SANDBOX = {"answer_policy": False}
 KINDS = {
     "ok": "correct",

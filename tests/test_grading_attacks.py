@@ -6,9 +6,12 @@ Each attack hand-in leaves its answers as the stubs: its right grade is 0 whatev
 the grading machinery. Each honest hand-in is the instructor's solution: 12 of 12, whatever
 was graded before it. Grades are checked against those two facts, not a previous run.
 
-These attacks are graded with the answer policy off (:mod:`normedu.course.policy` would stop
-each before it runs): the layers beneath it are what they test. The shortcuts at the end of
-the file (answers that do no work and get past the in-kernel guard) are graded with it on.
+These attacks are graded with the answer policy off (:mod:`normedu.course.policy` only
+rewrites magics and notes constructs for review): the layers beneath it are what they test.
+The shortcuts at the end of the file (answers that delegate to a reference by any means)
+fail by capability: the grading kernel cannot reach what they call (:mod:`normedu.course.reach`).
+Beside them, honest hand-ins with the habits real students have (:data:`data.habits.HABITS`)
+keep their full marks and no flag, in the same autograde run.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from data.habits import HABITS
 from data.shortcuts import SHORTCUTS
 
 from normedu.course import status as st
@@ -136,8 +140,8 @@ def graded(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TMPDIR", str(tmp))
         mp.setattr(tempfile, "tempdir", str(tmp))
-        # The answer policy would refuse every attack here before it runs (each imports or
-        # reaches what no answer needs): off, so that the layers beneath it are what is tested.
+        # The answer policy only rewrites magics and notes constructs: off, so that the layers
+        # beneath it are what is tested.
         report = autograde(
             course, "layernorm", jobs=1, cell_timeout=20, wall_timeout=120, answer_policy=False
         )
@@ -282,9 +286,11 @@ def test_a_worker_that_dies_anyway_has_its_submissions_graded_again(graded):
     test_nothing_outlives_the_run(graded)
 
 
-# -- shortcuts past the in-kernel guard (the answer policy, :mod:`normedu.course.policy`) ------
+# -- shortcuts to a reference, and the habits of honest students ------------------------------
 #: Full marks of dyt's hand-in (as FULL is layernorm's).
 DYT_FULL = "11"
+#: What a grading kernel says of what it cannot reach (normedu.course.reach).
+UNAVAILABLE = "not available while this assignment is graded"
 
 
 def _filled(release_nb, answers: dict[str, str]):
@@ -299,8 +305,8 @@ def _filled(release_nb, answers: dict[str, str]):
 @pytest.fixture(scope="module")
 def shortcuts(tmp_path_factory):
     """Each shortcut of :data:`data.shortcuts.SHORTCUTS` handed in as one student's answers,
-    beside an honest hand-in: one autograde run per assignment (layernorm, dyt), with the
-    answer policy on, as an instructor grades."""
+    and (layernorm) each honest habit of :data:`data.habits.HABITS`, beside an honest hand-in:
+    one autograde run per assignment (layernorm, dyt), as an instructor grades."""
     base = tmp_path_factory.mktemp("shortcuts")
     course = Course(root=base / "course")
     tables = {}
@@ -310,10 +316,14 @@ def shortcuts(tmp_path_factory):
         src = nbformat.read(course.source_dir(assignment) / f"{assignment}.ipynb", as_version=4)
         rel = nbformat.read(course.release_dir(assignment) / f"{assignment}.ipynb", as_version=4)
         inbox = base / f"inbox-{assignment}"
-        write_submission(inbox / "z_honest.ipynb", submission(src, rel, "correct"))
+        correct = submission(src, rel, "correct")
+        write_submission(inbox / "z_honest.ipynb", correct)
         for name, (_, answers) in SHORTCUTS.items():
             if assignment in answers:
                 write_submission(inbox / f"{name}.ipynb", _filled(rel, answers[assignment]))
+        if assignment == "layernorm":
+            for name, answers in HABITS.items():
+                write_submission(inbox / f"habit_{name}.ipynb", _filled(correct, answers))
         collect(course, assignment, inbox)
         autograde(course, assignment, jobs=1, cell_timeout=30, wall_timeout=120)
         text = to_csv(course, assignment)
@@ -321,17 +331,27 @@ def shortcuts(tmp_path_factory):
     return SimpleNamespace(course=course, tables=tables)
 
 
+def _graded_text(course, student: str, assignment: str) -> str:
+    path = course.autograded_dir(student, assignment) / f"{assignment}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    return "\n".join(
+        o.get("evalue", "") + "".join(o.get("traceback", []))
+        for c in nb.cells
+        for o in c.get("outputs", [])
+        if o.output_type == "error"
+    )
+
+
 @pytest.mark.parametrize(
     "assignment,student",
     [(a, name) for name, (_, answers) in SHORTCUTS.items() for a in answers],
 )
-def test_a_shortcut_past_the_kernel_guard_scores_nothing_and_is_flagged(
-    shortcuts, assignment, student
-):
+def test_a_shortcut_to_a_reference_fails_as_what_it_could_not_reach(shortcuts, assignment, student):
+    # Not cheating, as far as the grader can tell: code that calls what the grading kernel
+    # cannot reach, failing with a message that says what was not there.
     row = shortcuts.tables[assignment][student]
-    construct = SHORTCUTS[student][0]
-    assert row["score"] == "0" and row["tampered"] == "yes", row
-    assert "answer policy" in row["notes"] and f"`{construct}`" in row["notes"], row
+    assert row["score"] == "0" and row["tampered"] == "no", row
+    assert UNAVAILABLE in _graded_text(shortcuts.course, student, assignment)
 
 
 @pytest.mark.parametrize("assignment,full", [("layernorm", FULL), ("dyt", DYT_FULL)])
@@ -340,13 +360,22 @@ def test_an_honest_hand_in_beside_the_shortcuts_keeps_its_full_grade(shortcuts, 
     assert (row["status"], row["score"], row["tampered"]) == (st.PASSED, full, "no"), row
 
 
-def test_the_feedback_names_the_construct_and_its_line(shortcuts):
+def test_every_honest_habit_keeps_full_marks_and_no_flag(shortcuts):
+    rows = {name: shortcuts.tables["layernorm"][f"habit_{name}"] for name in HABITS}
+    wrong = {
+        name: (row["status"], row["score"], row["tampered"], row["notes"][:300])
+        for name, row in rows.items()
+        if (row["status"], row["score"], row["tampered"]) != (st.PASSED, FULL, "no")
+        or "review" in row["notes"]
+    }
+    assert wrong == {}
+
+
+def test_the_feedback_names_what_was_not_available(shortcuts):
     path = shortcuts.course.autograded_dir("string_import", "layernorm") / "layernorm.ipynb"
     nb = nbformat.read(path, as_version=4)
     answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution"))
-    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
-    # The student's code is kept in the graded notebook; what ran in its place raised.
+    # The student's code is kept in the graded notebook; the tests say what it could not call.
     assert "__import__(" in answer.source
-    assert any("line 2: `__import__`" in o.evalue for o in answer.outputs), answer.outputs
-    tests = [o for o in errors if "line 2: `__import__`" in o.evalue]
-    assert len(tests) > 1, errors
+    text = _graded_text(shortcuts.course, "string_import", "layernorm")
+    assert f"normedu.grading.diagnose.normalize is {UNAVAILABLE}" in text, text[:2000]

@@ -286,3 +286,16 @@ def test_cnn_sweep_verdict_counts_the_clear_sizes_of_each_winner():
     assert "at 0 and BatchNorm's at 0" in GC.describe_cnn_sweep(sweep)
     sweep["crossover"] = 4
     assert "at batch 4 and below" in GC.describe_cnn_sweep(sweep)
+
+
+@pytest.mark.parametrize("shape, G", [((0, 2), 1), ((0, 4, 3), 2)])
+def test_an_empty_batch_gives_an_empty_result_as_torch_does(shape, G):
+    # PyTorch's OpInfo samples include x of shape (0, 2) with G = 1: F.group_norm returns an
+    # empty tensor (and an empty gradient); a reshape with -1 cannot size an empty group.
+    x = torch.zeros(shape, dtype=torch.float64, requires_grad=True)
+    w = torch.ones(shape[1], dtype=torch.float64, requires_grad=True)
+    want = TF.group_norm(x, G, w, None)
+    got = nnu.group_norm(x, G, w, None)
+    assert got.shape == want.shape == shape and got.dtype == want.dtype
+    got.sum().backward()
+    assert x.grad.shape == shape and torch.equal(w.grad, torch.zeros(shape[1], dtype=w.dtype))

@@ -107,7 +107,7 @@ def test_a_replaced_numpy_in_the_kernel_changes_nothing(kernel):
     assert not passed and outputs[-1]["ename"] == "AssertionError"
 
 
-def test_in_place_changes_come_back_and_shortcuts_are_found(kernel):
+def test_in_place_changes_come_back_and_a_library_call_fails(kernel):
     ns, cells = kernel
 
     def modifies(x, gamma, beta, eps=1e-5):
@@ -123,7 +123,49 @@ def test_in_place_changes_come_back_and_shortcuts_are_found(kernel):
     ns["f"] = lambda x, gamma, beta, eps=1e-5: nf.layer_norm(x, gamma, beta, eps)
     ns["nf"] = nf
     outputs, passed = cells.run(CELL, "t")
-    assert not passed and "must compute the result itself" in outputs[-1]["evalue"]
+    # Outside a grading kernel (here, in-process) the notebook's guard blocks the call; a
+    # grading kernel cannot reach normedu.functional at all (tests/test_reach.py).
+    assert not passed and "called normedu.functional.layer_norm" in outputs[-1]["evalue"]
+
+
+class _AttentionConfig:
+    """A model config as public attention code reads it (no head_dim: derived from q)."""
+
+    n_heads = 2
+    qk_norm = "rms"
+
+
+_CONFIG = _AttentionConfig()
+
+
+def _qk_attention(q, k, v, g_q, g_k, eps=1e-6, causal=False, config=_CONFIG):
+    # Written as QK-norm attention is in public model code: sizes read from a config with
+    # getattr and a default, and a LayerNorm branch this config never takes.
+    dh = getattr(config, "head_dim", None) or q.shape[-1]
+    if getattr(config, "qk_norm", "rms") == "ln":  # never taken here
+        import torch.nn as nn
+
+        return nn.LayerNorm(dh)(q)
+
+    def rms(z, g):
+        return z / np.sqrt(np.mean(z * z, axis=-1, keepdims=True) + eps) * g
+
+    s = rms(q, g_q) @ np.swapaxes(rms(k, g_k), -1, -2) / np.sqrt(dh)
+    if causal:
+        s = np.where(np.tri(s.shape[-1], dtype=bool), s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    return ((w / w.sum(axis=-1, keepdims=True)) @ v).astype(q.dtype)
+
+
+def test_real_qk_norm_code_with_getattr_and_an_unused_layernorm_branch_passes(kernel):
+    # Issue 45: such code scored 0/9 (getattr refused; "uses .LayerNorm" for the branch that
+    # never runs). What it returns decides; what it merely names does not.
+    ns, cells = kernel
+    ns["f"] = _qk_attention
+    for check in ("check_shapes", "check_values", "check_causal", "check_large_gains"):
+        cell = f"from normedu.grading import qknorm as grade\ngrade.{check}(f)"
+        outputs, passed = cells.run(cell, check)
+        assert passed, outputs
 
 
 def test_autograde_stops_where_kernels_cannot_be_cut_off_the_network(tmp_path, monkeypatch):

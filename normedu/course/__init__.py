@@ -9,6 +9,8 @@ Modules, one stage each (import the one you need; nothing here imports torch):
 - :mod:`.students`  the roster: names into the gradebook, remove / merge (logged)
 - :mod:`.checks`    corrupt / wrong-assignment / tampered submissions, before anything runs
 - :mod:`.sandbox`   the kernel's sandbox (working copy, rlimits, Landlock)
+- :mod:`.reach`     what a grading kernel can reach: no reference, no library's norm
+- :mod:`.policy`    magics and shell lines skipped while grading; notes for review
 - :mod:`.kernel_manager` the kernel manager that starts (or forks) a kernel in the sandbox
 - :mod:`.worker`    executes submissions in the sandbox (long-lived worker processes)
 - :mod:`.pool`      the worker pool of the parent

@@ -8,10 +8,11 @@ The pipeline, per run:
 2. **Sanitize** it with nbgrader's own preprocessors (``ClearOutput``, ``DeduplicateIds``,
    ``OverwriteKernelspec``, ``OverwriteCells`` with ``add_missing_cells``, ``CheckCellMetadata``):
    test cells are restored from the gradebook, hidden tests included. Then the **answer
-   policy** (:mod:`.policy`), on the text: a cell the student wrote that imports or reaches
-   what no answer needs runs as a stub that says why, and the hand-in is flagged ``tampered``.
+   policy** (:mod:`.policy`), on the text: a cell the student wrote runs with its magics and
+   shell lines skipped, and constructs worth a look are noted for review (no points taken).
 3. **Execute** it in a worker process (:mod:`.worker`), up to ``jobs`` at a time. The kernel
-   runs in the sandbox of :mod:`.sandbox`: a fresh working directory outside the course that
+   runs in the sandbox of :mod:`.sandbox`, behind the reach of :mod:`.reach` (no reference
+   and no library's norm to delegate to): a fresh working directory outside the course that
    holds only the student's notebook, a memory cap, a per-cell timeout and a per-submission
    wall clock, Landlock where the Linux kernel has it. Every process the kernel started is
    killed when its submission ends.
@@ -137,7 +138,7 @@ class _Run:
     progress: bool
     report: AutogradeReport
     t0: float
-    #: refuse answers that use what no answer needs (:mod:`.policy`)
+    #: rewrite magics and note constructs for review (:mod:`.policy`)
     answer_policy: bool = True
 
 
@@ -158,6 +159,18 @@ def preloads(course: Course, assignment: str, notebook: str) -> tuple[str, ...]:
             imported = imported_modules(path)
             return tuple(m for top, ms in PRELOADABLE.items() if top in imported for m in ms)
     return ()
+
+
+def reach_of(course: Course, assignment: str, notebook: str) -> dict:
+    """What the assignment's grading kernels can reach (:func:`.reach.for_assignment`), from
+    the modules its own notebook (its source, else its release) imports."""
+    from .reach import for_assignment
+
+    for folder in (course.source_dir(assignment), course.release_dir(assignment)):
+        path = folder / f"{notebook}.ipynb"
+        if path.exists():
+            return for_assignment(assignment, imported_modules(path))
+    return for_assignment(assignment, set())
 
 
 def _first_line(exc: Exception) -> str:
@@ -199,8 +212,9 @@ def autograde(
     ``landlock``: ``auto`` (use it when available), ``on`` (required) or ``off``;
     ``allow_network``: grade even where kernels cannot get a network namespace of their own
     (otherwise :class:`NetworkIsolationError`, before anything runs); ``answer_policy``:
-    refuse answer cells that import or reach what no answer needs (:mod:`.policy`); False
-    only to test the layers beneath it.
+    run answer cells with their magics skipped and note constructs for review
+    (:mod:`.policy`); False only to test the layers beneath it. Every kernel runs behind
+    its assignment's reach (:func:`reach_of`), whatever ``answer_policy`` says.
     """
     limits = Limits(cell_timeout, wall_timeout, memory_mb, landlock, allow_network)
     if not allow_network:
@@ -304,15 +318,16 @@ class _Stages:
             "landlock": run.limits.landlock,
             "preload": list(preloads(course, assignment, notebook)),
             "network": run.limits.allow_network,
+            "reach": reach_of(course, assignment, notebook),
         }
         self.policy = self._policy() if run.answer_policy else None
 
-    def _policy(self) -> tuple[frozenset[str], set[str]] | None:
-        """The answer policy's allow-list and the course's own cells (:mod:`.policy`), from
-        the solution notebook (else the release); None where the course has neither."""
+    def _policy(self) -> set[str] | None:
+        """The course's own cells, for the answer policy (:mod:`.policy`), from the solution
+        notebook and the release; None where the course has neither."""
         import nbformat
 
-        from .policy import allowed_modules, course_sources
+        from .policy import course_sources
 
         run = self.run
         source = run.course.source_dir(run.assignment) / f"{run.notebook}.ipynb"
@@ -321,7 +336,7 @@ class _Stages:
         if not known:
             return None
         notebooks = [nbformat.read(p, as_version=4) for p in known]
-        return allowed_modules(known[0]), course_sources(*notebooks)
+        return course_sources(*notebooks)
 
     def release_notebook(self):
         """The released notebook (None where ``exercises/`` lacks it), read once."""
@@ -384,15 +399,14 @@ class _Stages:
                 student, run.assignment, status, tampered=None, notes=[*notes, problem], sha256=sha
             )
             return None
-        # What the policy refuses runs as a stub that says why (the worker swaps it in).
+        # Magics run skipped (the worker swaps the rewritten cells in); review notes cost nothing.
         replace_cells = {}
         if self.policy is not None:
-            from .policy import police, stub
+            from .policy import police
 
-            refused = police(clean, *self.policy)
-            for index, sentence in refused.items():
-                replace_cells[str(index)] = stub(clean.cells[index].source, sentence)
-                tampered = [*tampered, f"answer policy: {sentence}"]
+            rewritten, review = police(clean, self.policy)
+            replace_cells = {str(index): source for index, source in rewritten.items()}
+            notes = [*notes, *review]
         job_dir = run.base / f"job-{uuid.uuid4().hex[:12]}"
         job_dir.mkdir()
         (self.executed_root / student).mkdir(parents=True)

@@ -10,6 +10,7 @@ without it, which is why this class is not in :mod:`.sandbox`.
 
 from __future__ import annotations
 
+import json
 import sys
 
 from jupyter_client.manager import AsyncKernelManager
@@ -31,6 +32,8 @@ class SandboxKernelManager(AsyncKernelManager):
     sandbox_landlock = Unicode("auto").tag(config=True)
     sandbox_network = Bool(False).tag(config=True)
     sandbox_readable = List(Unicode()).tag(config=True)
+    #: a grading kernel's reach as JSON (:mod:`.reach`); empty: none (a plain sandbox)
+    sandbox_reach = Unicode("").tag(config=True)
     sandbox_zygote = Any(None, allow_none=True)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -41,6 +44,7 @@ class SandboxKernelManager(AsyncKernelManager):
             "landlock": self.sandbox_landlock,
             "network": self.sandbox_network,
             "readable": list(self.sandbox_readable),
+            "reach": json.loads(self.sandbox_reach) if self.sandbox_reach else None,
         }
         # Without a zygote (or with one that died): through the wrapper, confined the same.
         if not fork_kernel(self, self.sandbox_zygote, kernel_cmd, sandbox, self.sandbox_workdir):
@@ -61,4 +65,6 @@ class SandboxKernelManager(AsyncKernelManager):
             wrapper.append("--allow-network")
         for path in self.sandbox_readable:
             wrapper += ["--readable", path]
+        if self.sandbox_reach:
+            wrapper += ["--reach", self.sandbox_reach]
         return [*wrapper, "--", *cmd]

@@ -12,9 +12,10 @@ calls the student's functions through proxies; each call crosses to the kernel a
   lies arrives as the bytes of a plain array, or as a name.
 - :func:`decode` is strict (numeric dtypes, sizes, depth): the trusted side runs it on what
   the student's process sent.
-- :func:`call`, :func:`describe`, :func:`shortcuts`: what the kernel runs for the trusted
-  side (over the socket of :func:`serve`); :func:`call` also runs a check's kernel-side
-  harness on the student's object (:mod:`normedu.grading.kernel_side`). They run in the
+- :func:`call`, :func:`describe`: what the kernel runs for the trusted side (over the socket
+  of :func:`serve`); :func:`call` also runs a check's kernel-side harness on the student's
+  object (:mod:`normedu.grading.kernel_side`). This side imports no check: a grading kernel
+  holds only what :mod:`.reach` lets it (no reference, no guard). They run in the
   student's process, so student code can change them: that can only change what comes
   back, which is validated like any answer.
 """
@@ -150,23 +151,12 @@ def describe(names: list[str]) -> str:
             if isinstance(obj, types.ModuleType):
                 out[name] = {"module": str(obj.__name__)}
             elif callable(obj):
-                out[name] = {"callable": True, "shortcuts": _guard_findings(obj)}
+                out[name] = {"callable": True}
             else:
                 out[name] = {"value": encode(obj)}
         except Exception:  # noqa: BLE001 - a name that cannot be described is not sent
             continue
     return json.dumps(out)
-
-
-def _guard_findings(obj) -> dict[str, list[str]]:
-    """The guard's findings on ``obj`` for its two banned lists, sent with the description
-    of a function so that the checks' many ``assert_no_shortcut`` calls cost no request."""
-    from normedu.grading.guard import NUMPY_ONLY, TORCH_OK, find_shortcuts
-
-    try:
-        return {",".join(b): find_shortcuts(obj, b) for b in (NUMPY_ONLY, TORCH_OK)}
-    except Exception:  # noqa: BLE001 - the trusted side asks again, per call
-        return {}
 
 
 def _cell_frames(exc: BaseException) -> list[list]:
@@ -186,7 +176,8 @@ def _cell_frames(exc: BaseException) -> list[list]:
 
 def call(name: str, payload: str, harness: str | None = None) -> str:
     """Call the notebook's ``name(*args, **kwargs)`` on the decoded ``payload``, with warnings
-    silenced and the norm libraries blocked, as :func:`normedu.grading.compare.call` does;
+    silenced (and, outside a grading kernel, the norm libraries blocked), as
+    :func:`normedu.grading.calls.call` does;
     with ``harness``, run that kernel-side harness on it instead,
     ``harness(name, *args, **kwargs)`` (it calls the student's code itself, as its check
     did). Returns the encoded result or the exception's name and message, and, for a plain
@@ -195,7 +186,7 @@ def call(name: str, payload: str, harness: str | None = None) -> str:
     import contextlib
     import warnings
 
-    from normedu.grading.guard import library_blocked
+    from normedu.grading.calls import _blocker
     from normedu.grading.kernel_side import harness as find_harness
 
     request = json.loads(payload)
@@ -206,7 +197,7 @@ def call(name: str, payload: str, harness: str | None = None) -> str:
         run = fn
         if harness is not None:
             run = functools.partial(find_harness(harness), fn)
-        blocked = library_blocked() if harness is None else contextlib.nullcontext()
+        blocked = _blocker(True) if harness is None else contextlib.nullcontext()
         with warnings.catch_warnings(), np.errstate(all="ignore"), blocked:
             warnings.simplefilter("ignore")
             out["ok"] = encode(run(*args, **kwargs))
@@ -219,8 +210,7 @@ def call(name: str, payload: str, harness: str | None = None) -> str:
 
 
 def handle(request: dict) -> str:
-    """One request of the trusted side: ``{"op": "describe" | "call" | "harness" |
-    "shortcuts", ...}``."""
+    """One request of the trusted side: ``{"op": "describe" | "call" | "harness", ...}``."""
     op = request.get("op")
     if op == "describe":
         return describe(request["names"])
@@ -228,8 +218,6 @@ def handle(request: dict) -> str:
         return call(request["name"], request["payload"])
     if op == "harness":
         return call(request["name"], request["payload"], harness=str(request["harness"]))
-    if op == "shortcuts":
-        return shortcuts(request["name"], request["banned"])
     raise ValueError(f"unknown request {op!r}")
 
 
@@ -291,11 +279,3 @@ def serve(path: str) -> str:
 
     threading.Thread(target=answer, daemon=True, name="normedu-grader").start()
     return json.dumps("serving")
-
-
-def shortcuts(name: str, banned: list[str]) -> str:
-    """The anti-shortcut guard's findings on the notebook's ``name``
-    (:func:`normedu.grading.guard.find_shortcuts`), which needs the function object."""
-    from normedu.grading.guard import find_shortcuts
-
-    return json.dumps(find_shortcuts(_user_ns()[name], tuple(banned)))

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import resource
 import signal
@@ -111,7 +112,9 @@ def read_only_paths() -> list[str]:
     return sorted(p for p in paths if os.path.exists(p))
 
 
-def _apply_landlock(workdir: str, readable: list[str]) -> None:
+def _apply_landlock(workdir: str, readable: list[str], listable: list[str] = ()) -> None:
+    """Landlock: read ``readable`` (files and folders, with all beneath them), list the
+    folders of ``listable`` (their entries only), write only in ``workdir`` and ``/dev``."""
     abi = landlock_abi()
     if abi < 1:
         raise OSError("Landlock is not available")
@@ -150,6 +153,8 @@ def _apply_landlock(workdir: str, readable: list[str]) -> None:
 
     for path in readable:
         allow(path, _READ)
+    for path in listable:
+        allow(path, _READ_DIR)
     allow("/dev", _READ | _WRITE_FILE | _TRUNCATE)
     # Everything in the working copy but device files: a kernel running as root could
     # otherwise mknod the machine's disk there and read or write it raw.
@@ -203,6 +208,7 @@ def confine(
     landlock: str = "auto",
     readable: list[str] | tuple[str, ...] = (),
     network: bool = True,
+    reach: dict | None = None,
 ) -> dict[str, str]:
     """Confine THIS process (see the module docstring) and return the kernel's environment.
 
@@ -210,6 +216,9 @@ def confine(
     :mod:`.zygote` before it starts. ``readable``: extra read-only paths (the connection file).
     ``network``: False cuts the kernel off every connection out of its sandbox
     (:func:`.namespaces.isolate`); where the system refuses, the kernel does not start.
+    ``reach``: a grading kernel's reach (:mod:`.reach`): Landlock then lets it read only the
+    real modules of normedu and none of the unavailable libraries (the caller installs the
+    rest of the reach in the process, :func:`.reach.install`).
     """
     workdir = os.path.realpath(workdir)
     os.chdir(workdir)
@@ -233,7 +242,12 @@ def confine(
         die_with_parent()  # a new user namespace changes credentials, which clears it
     if landlock != "off":
         try:
-            _apply_landlock(workdir, read_only_paths() + list(readable))
+            paths, listable = read_only_paths(), []
+            if reach is not None:
+                from .reach import landlock_view
+
+                paths, listable = landlock_view(paths, reach)
+            _apply_landlock(workdir, paths + list(readable), listable)
         except OSError as exc:
             if landlock == "on":
                 raise SystemExit(f"sandbox: Landlock requested but unavailable: {exc}") from exc
@@ -272,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--landlock", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--allow-network", action="store_true", help="no network namespace")
     parser.add_argument("--readable", action="append", default=[], help="extra read-only path")
+    parser.add_argument("--reach", default=None, help="a grading kernel's reach (JSON)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -285,7 +300,12 @@ def main(argv: list[str] | None = None) -> None:
         landlock=args.landlock,
         network=args.allow_network,
         readable=args.readable + connection_files(command),
+        reach=None if args.reach is None else json.loads(args.reach),
     )
+    if args.reach is not None and "ipykernel_launcher" in command[1:]:
+        # The kernel runs behind the reach (:mod:`.reach`): installed before IPython starts.
+        at = command.index("ipykernel_launcher")
+        command = [*command[: at - 1], "-m", "normedu.course.reach", args.reach, *command[at + 1 :]]
     os.execve(command[0], command, env)
 
 

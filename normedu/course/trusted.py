@@ -21,14 +21,12 @@ lying objects, trace functions) reaches the code that decides: it can only chang
 functions return. The kernel still runs every test cell too, so that the notebook's state and
 the student's view are as they were; its outputs no longer score.
 
-The anti-shortcut guard needs the function object, which stays in the kernel: for a proxy,
-:func:`normedu.grading.guard.find_shortcuts` asks the kernel (:func:`.plain.shortcuts`), whose
-answer is only as strong as the student's process is honest. So it does not decide alone:
-the answer policy (:mod:`.policy`) refuses, from the hand-in's text and before anything of it
-runs, answer code that imports or reaches what no answer needs (a library's module, a module
-named by a string, the guard itself); a refused cell never runs. The kernel's findings can
-then only take points away (they are what a student sees while working), where the policy
-allows what the guard looks for (torch in the torch assignments) they remain the check.
+The anti-shortcut guard (:mod:`normedu.grading.guard`) reads a function's code in the
+process where it lives, and in a student's notebook it still does. Here it is not asked: what
+a function may call is decided by what the grading kernel can reach (:mod:`.reach`: no
+reference, no torch for a NumPy assignment, none of torch's norms for a torch one), so a
+shortcut fails as the call it makes fails, and a library's norm merely named in the code
+(an unused branch, a comment) costs nothing.
 """
 
 from __future__ import annotations
@@ -94,11 +92,9 @@ class Proxy:
     place as the real function left them (the checks pass copies and compare). Its
     :meth:`run_in_kernel` runs a check's kernel-side harness on it there instead."""
 
-    def __init__(self, cells: TrustedCells, name: str, shortcuts: dict | None = None):
+    def __init__(self, cells: TrustedCells, name: str):
         self._cells = cells
         self.__name__ = self.__qualname__ = name
-        #: the guard's findings by banned list (``",".join(banned)``), as the kernel described
-        self._shortcuts = shortcuts if isinstance(shortcuts, dict) else {}
 
     def __repr__(self) -> str:
         return f"<student function {self.__name__}>"
@@ -140,20 +136,10 @@ class Proxy:
             raise exc
         return decode(answer.get("ok"))
 
-    def shortcuts(self, banned: tuple[str, ...]) -> list[str]:
-        key = ",".join(banned)
-        if key not in self._shortcuts:
-            self._shortcuts[key] = self._cells.request(
-                {"op": "shortcuts", "name": self.__name__, "banned": list(banned)}
-            )
-        found = self._shortcuts[key]
-        if not isinstance(found, list):
-            return ["answered the grader with something other than a list"]
-        return [str(f)[:200] for f in found[:20]]
-
 
 def _install_guard_hook() -> None:
-    """Let the anti-shortcut guard inspect a :class:`Proxy` (in the kernel, see above)."""
+    """The anti-shortcut guard finds nothing in a :class:`Proxy`: the kernel's reach decides
+    what a student's function can call (see above)."""
     from normedu.grading import guard
 
     original = guard.find_shortcuts
@@ -162,7 +148,7 @@ def _install_guard_hook() -> None:
 
     def find_shortcuts(fn, banned=guard.NUMPY_ONLY):
         if isinstance(fn, Proxy):
-            return fn.shortcuts(tuple(banned))
+            return []
         return original(fn, banned)
 
     find_shortcuts._trusted_hook = True
@@ -214,7 +200,7 @@ class TrustedCells:
             if name not in wanted or not isinstance(what, dict):
                 continue
             if "callable" in what:
-                resolved[name] = Proxy(self, name, what.get("shortcuts"))
+                resolved[name] = Proxy(self, name)
             elif "module" in what:
                 module = str(what["module"])
                 if _allowed_module(module):

@@ -12,9 +12,10 @@ single job. Each job names two files the worker writes:
 - ``result``: ``{"timed_out", "timeout_cells", "dead_kernel_cell", "not_run", "wall_s",
   "landlock", "interference", "failures"}`` (``failures``: failing test cells, :mod:`.trusted`).
 
-A job's ``replace`` (``{cell index: source}``) holds the stubs of the cells the answer policy
-refused (:mod:`.policy`): the kernel runs the stub in that cell's place, and the executed
-notebook keeps the student's source.
+A job's ``replace`` (``{cell index: source}``) holds the student's cells that the answer policy
+rewrote (:mod:`.policy`: magics and shell lines skipped): the kernel runs the rewritten cell
+in its place, and the executed notebook keeps the student's source. Every kernel runs behind
+the job's ``reach`` (:mod:`.reach`).
 
 The worker never opens the gradebook and never runs student code itself: the kernel does,
 in its own working copy (see :mod:`normedu.course.sandbox`). The worker is a child
@@ -174,7 +175,7 @@ async def _execute_cells(client, nb, state: dict) -> None:
             state["next"] = index
             client._current_index = index
             count += 1
-            # A cell the answer policy refused runs as its stub; the notebook keeps the code.
+            # A cell the answer policy rewrote runs rewritten; the notebook keeps the code.
             original = cell.source
             cell.source = replace.get(str(index), original)
             try:
@@ -210,6 +211,8 @@ class KernelSettings(NamedTuple):
     #: True: the kernel keeps the machine's network (``--allow-network``); else it gets a
     #: network and mount namespace of its own (:func:`.namespaces.isolate`)
     network: bool = False
+    #: what the kernel can reach, as JSON (:func:`.reach.for_assignment`); "" for no limit
+    reach: str = ""
 
     @property
     def zygote_key(self) -> tuple[int, tuple[str, ...]]:
@@ -226,6 +229,7 @@ def _settings(job: dict, kernel_name: str = "python3") -> KernelSettings:
         job.get("landlock", "auto"),
         tuple(job.get("preload", ())),
         bool(job.get("network", False)),
+        json.dumps(job["reach"], sort_keys=True) if job.get("reach") else "",
     )
 
 
@@ -239,6 +243,7 @@ def _kernel_manager(settings: KernelSettings, workdir: Path, zygote=None):
         sandbox_threads=settings.threads,
         sandbox_landlock=settings.landlock,
         sandbox_network=settings.network,
+        sandbox_reach=settings.reach,
         sandbox_zygote=zygote,
         # Unix sockets in the kernel's own working copy (where Landlock lets it create them):
         # no TCP port races between parallel kernels, no warning about unencrypted TCP.

@@ -13,8 +13,9 @@ reaches the next: each is a fresh fork of the zygote, which never runs student c
   (poll, wait, signals), for a process that is the zygote's child rather than the worker's.
 - ``python -m normedu.course.zygote READ_FD WRITE_FD`` is the zygote itself (:func:`serve`).
 
-The grading zygote also imports NumPy and the torch-free :mod:`normedu.grading` checks that
-test cells call. It is started with the grading run's thread settings in its environment,
+The grading zygote also imports NumPy and the grader's kernel side
+(:data:`.reach.KERNEL_MODULES`), and nothing else of normedu: its kernels must reach no
+reference (:mod:`.reach`). It is started with the grading run's thread settings in its environment,
 because NumPy fixes its thread pool at import.
 
 The book build uses the same machinery without the sandbox (its pages are the course's own
@@ -265,6 +266,10 @@ def _child(request: dict, fds: tuple[int, ...]) -> None:
         sandbox = dict(request["sandbox"])
         sandbox["readable"] = list(sandbox.get("readable", ())) + connection_files(argv)
         env = confine(**sandbox)
+        if sandbox.get("reach") is not None:  # before IPython, before any student code
+            from .reach import install
+
+            install(sandbox["reach"])
     os.environ.clear()
     os.environ.update(env)
     import random
@@ -312,14 +317,12 @@ def serve(
     if grading:
         import numpy  # noqa: F401 - every assignment imports it
 
-        import normedu.grading
+        from .reach import KERNEL_MODULES
 
-        # What the test cells import (all torch-free; torch itself is left to the kernels
-        # that need it). Student code could import these modules itself: having them loaded
-        # changes nothing it can do.
-        for module in pkgutil.iter_modules(normedu.grading.__path__):
-            if module.name != "mistakes":  # the instructor's catalog: no test cell needs it
-                importlib.import_module(f"normedu.grading.{module.name}")
+        # The grader's kernel side, and nothing else of normedu: a grading kernel reaches no
+        # reference and no check (:mod:`.reach`), so none may be loaded here to be inherited.
+        for name in KERNEL_MODULES:
+            importlib.import_module(name)
     for name in preload:
         # Importing torch starts no thread (its pools start at the first operation), so
         # forking after it is safe; nothing may run an operation here.
@@ -348,6 +351,12 @@ def serve(
             if not line.strip():
                 continue
             request = json.loads(line)
+            reach = (request.get("sandbox") or {}).get("reach")
+            if reach is not None:  # what Landlock lets the kernel read: worked out once, here
+                from .reach import landlock_view
+                from .sandbox import read_only_paths
+
+                landlock_view(read_only_paths(), reach)
             pid = os.fork()
             if pid == 0:
                 code = 1

@@ -28,15 +28,26 @@ Shared pieces:
 - :mod:`.mistakes`  the catalog of realistic wrong implementations the tests feed the checks,
   one module per assignment (never imported by a grading kernel).
 
-Importing this package does not import torch: the numpy-only assignments stay fast to grade.
+Importing this package imports no check and no reference (:func:`assert_close` loads on first
+use), and not torch: the numpy-only assignments stay fast to grade.
 Only :mod:`.prepost` and the module part of :mod:`.rmsnorm` import torch, lazily.
 """
 
 from normedu.grading import display
-from normedu.grading.compare import assert_close, rel_error
 from normedu.grading.errors import GradingError
+from normedu.grading.gradcheck import rel_error
 
 # A failing check shows the student its message and their own cells, not the grader's frames.
 display.install()
 
 __all__ = ["GradingError", "assert_close", "rel_error"]
+
+
+def __getattr__(name: str):
+    # assert_close on first use: the package itself loads no check and no reference, so that a
+    # grading kernel can hold it (normedu.course.reach).
+    if name == "assert_close":
+        from normedu.grading.compare import assert_close
+
+        return assert_close
+    raise AttributeError(f"module 'normedu.grading' has no attribute {name!r}")

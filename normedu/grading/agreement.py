@@ -1,8 +1,9 @@
 """How close a wrong result is to the reference, beyond "equal within tolerance".
 
-Three generic findings of :class:`~normedu.grading.normcheck.NormTable`, independent of any
-norm: the right values returned in another order (:func:`permutation`); the right result at
-float32's precision only (:func:`float32_only`); a result near the reference with some eps
+Four generic findings of :class:`~normedu.grading.normcheck.NormTable`, independent of any
+norm: the right values returned in another order (:func:`permutation`); the right result
+rounded to a few decimals (:func:`rounded`); the right result at float32's precision only
+(:func:`float32_only`); a result near the reference with some eps
 (:func:`near`, which keeps "eps ignored" from naming a result that is far from every eps).
 """
 
@@ -22,6 +23,9 @@ __all__ = [
     "FLOAT32_ONLY",
     "near_any",
     "float32_only",
+    "ROUNDED",
+    "rounded",
+    "precision_cause",
     "permutation",
     "wrong_order",
 ]
@@ -30,6 +34,12 @@ __all__ = [
 FLOAT32_ONLY = (
     "your result is correct to float32 precision only: compute in the input's dtype (float64 "
     "here), without casting to np.float32 on the way"
+)
+
+#: The message for a result rounded to a few decimals (:func:`rounded`), with their number.
+ROUNDED = (
+    "your result is rounded to {} decimals: return the values as computed (np.round, round() "
+    "or a value read back from a formatted string keeps only a few digits)"
 )
 
 #: A float64 result within this error, relative to the reference's largest value, but not
@@ -90,6 +100,31 @@ def near_any(actual: Any, candidates: Iterable[Callable[[], Any]]) -> bool:
 def float32_only(actual: Any, expected: Any) -> bool:
     """``actual`` agrees with ``expected`` to float32's precision (:data:`F32_AGREEMENT`)."""
     return _within(actual, expected, F32_AGREEMENT)
+
+
+def rounded(actual: Any, expected: Any) -> int | None:
+    """The number of decimals (1 to 8) ``actual`` equals ``expected`` rounded to, when it is
+    not ``expected`` itself; None otherwise. A float32 result (:func:`float32_only`) is
+    another thing: all its digits are there, only less precise."""
+    pairs = _pairs(actual, expected)
+    if pairs is None:
+        return None
+    for decimals in range(1, 9):
+        if all(
+            np.allclose(a, np.round(e, decimals), rtol=0, atol=1e-12) for a, e in pairs
+        ) and not all(np.allclose(a, e, rtol=0, atol=1e-12) for a, e in pairs):
+            return decimals
+    return None
+
+
+def precision_cause(actual: Any, expected: Any) -> str | None:
+    """The message for a wrong float64 result that is the right one rounded to a few decimals
+    (:data:`ROUNDED`) or right to float32's precision only (:data:`FLOAT32_ONLY`); None when
+    it is neither."""
+    decimals = rounded(actual, expected)
+    if decimals is not None:
+        return ROUNDED.format(decimals)
+    return FLOAT32_ONLY if float32_only(actual, expected) else None
 
 
 def permutation(

@@ -17,10 +17,8 @@ that the stored answer keys agree with the measurement).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -31,12 +29,12 @@ from normedu.grading.compare import (
     assert_array,
     assert_close,
     call,
-    inline_figures,
     unchanged,
 )
 from normedu.grading.diagnose import Hypothesis, check_against, diagnose
+from normedu.grading.drift_inputs import GAINS, make_weights, plot_profiles
 from normedu.grading.guard import assert_no_shortcut
-from normedu.grading.kernel_side import passable
+from normedu.grading.kernel_side import relu
 
 __all__ = [
     "GAINS",
@@ -54,8 +52,6 @@ __all__ = [
     "check_answer",
 ]
 
-#: Weight scales of the experiment: W ~ N(0, (gain / sqrt(D))^2). 5/3 is PyTorch's tanh gain.
-GAINS = (0.5, 1.0, 5 / 3, 3.0)
 
 DDOF = "the standard deviation should be the biased one over all entries (np.std's default, ddof=0), not ddof=1"  # noqa: E501
 ABS_MEAN = (
@@ -74,12 +70,6 @@ ACT_ARG = "use the activation argument you were given (the tests pass other func
 ACT_FIRST = "apply the weights first, then the nonlinearity: h_l = activation(h_{l−1} @ W_l)"
 NOT_CHAINED = "each layer takes the previous layer's output as input: h_l = activation(h_{l−1} @ W_l), not activation(x @ W_l)"  # noqa: E501
 LAST_ONLY = "return the list of all L layer outputs, not only the last one"
-
-
-def make_weights(depth: int, width: int, gain: float, seed: int = 0) -> list[np.ndarray]:
-    """``depth`` weight matrices of shape (width, width) with entries N(0, (gain/sqrt(width))^2)."""
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal((width, width)) * gain / np.sqrt(width) for _ in range(depth)]
 
 
 def _stats(h: np.ndarray, threshold: float = 0.97) -> tuple[float, float, float]:
@@ -114,31 +104,6 @@ def measured_answers() -> dict[str, str]:
     alive = [g for g in GAINS if res[g][-1, 1] > 0.5 and res[g][-1, 2] < 0.1]
     q3 = "abcd"[GAINS.index(alive[0])] if len(alive) == 1 else "none"
     return {"drift_q1": q1, "drift_q2": q2, "drift_q3": q3}
-
-
-def plot_profiles(profiles: dict) -> Any:
-    """Figure of the std and the saturated fraction per layer, one line per gain.
-
-    - profiles: {gain: (L, 3) array of (mean, std, saturated) per layer}.
-
-    Returns the figure, or None while nbgrader grades the notebook (``NBGRADER_EXECUTION`` is
-    set): grading needs no picture, and importing matplotlib costs seconds per submission.
-    """
-    if os.environ.get("NBGRADER_EXECUTION"):
-        return None
-    from normedu.plots import figure
-
-    inline_figures()
-
-    fig, (ax_std, ax_sat) = figure(1, 2, width=10, height=3.6)
-    for g, p in profiles.items():
-        layers = np.arange(1, len(p) + 1)
-        ax_std.semilogy(layers, p[:, 1], marker="o", label=f"gain {g:.2f}")
-        ax_sat.plot(layers, p[:, 2], marker="o", label=f"gain {g:.2f}")
-    ax_std.set(title="Activation std per layer", xlabel="layer", ylabel="std (log scale)")
-    ax_sat.set(title="Saturated tanh units per layer", xlabel="layer", ylabel="fraction |h| > 0.97")
-    ax_std.legend()
-    return fig
 
 
 # --------------------------------------------------------------------------- activation_stats
@@ -197,13 +162,6 @@ def check_stats_on(f: Callable, h: np.ndarray, threshold: float | None = None) -
 
 
 # --------------------------------------------------------------------------- forward_stack
-
-
-@passable
-def relu(z: np.ndarray) -> np.ndarray:
-    """max(z, 0): an activation a test passes to ``forward_stack``. Registered as passable,
-    so that it reaches the student's function when the checks run outside the kernel."""
-    return np.maximum(z, 0.0)
 
 
 def _stack_result(f: Callable, x, weights, activation) -> list[np.ndarray]:

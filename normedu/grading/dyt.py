@@ -42,6 +42,7 @@ ONE_MINUS_TANH = "the local gradient of t = tanh(u) is 1 − tanh²(u) = 1 − t
 KEEP_DTYPE = "return every result in x's dtype, e.g. .astype(x.dtype): a NumPy float64 alpha (or a cast to float64) promotes float32 x to float64"
 OVERFLOW = "tanh computed from exp overflows for large |αx| (exp(u) is inf beyond u ≈ 710, and inf/inf is NaN): use np.tanh, or exp of a non-positive argument only, e.g. tanh(u) = sign(u)·(1 − e^(−2|u|)) / (1 + e^(−2|u|))"
 SECH_U = "the derivative of tanh is taken at u = α·x: 1 − tanh²(α·x), not 1/cosh²(x) (sech² of x)"
+HARD_TANH_GRAD = "the backward is a hard tanh's (clip(α·x, −1, 1), whose gradient is 1 inside [−1, 1] and 0 outside): DyT's tanh is smooth, t = tanh(α·x) and its local gradient 1 − t² everywhere"
 SCALAR_ALPHA = "DyT learns ONE alpha shared by every feature: check np.ndim(alpha) == 0 and raise a ValueError otherwise (a vector alpha would broadcast silently)"
 
 
@@ -57,9 +58,13 @@ def _du(
     p: Probe, gamma: bool = True, square: str = "t2", dout: bool = True, at_x: bool = False
 ) -> np.ndarray:
     """dL/du with u = αx: dout·γ·(1 − t²), with one piece changed. ``square``: "t2" the
-    right 1 − t², "t" 1 − t, "(1-t)2" (1 − t)²; ``at_x``: t = tanh(x); ``dout=False``: no dout."""
+    right 1 − t², "t" 1 − t, "(1-t)2" (1 − t)², "hard" a hard tanh's 1{|u| < 1};
+    ``at_x``: t = tanh(x); ``dout=False``: no dout."""
     t = np.tanh(p.x) if at_x else _t(p)
-    local = {"t2": 1.0 - t * t, "t": 1.0 - t, "(1-t)2": (1.0 - t) ** 2}[square]
+    if square == "hard":
+        local = (np.abs(p.alpha * p.x) < 1.0).astype(np.float64)
+    else:
+        local = {"t2": 1.0 - t * t, "t": 1.0 - t, "(1-t)2": (1.0 - t) ** 2}[square]
     return (p.dout if dout else 1.0) * (p.gamma if gamma else 1.0) * local
 
 
@@ -90,11 +95,14 @@ DYT = NormTable(
             ("dβ = Σ dout over every leading axis (∂out/∂β = 1), not Σ dout·tanh(α·x): that is dγ",
              lambda p: ((p.dout * _t(p)).sum(_lead(p)), (p.dout * _t(p)).sum(_lead(p)))),
             ("dγ = Σ dout·tanh(α·x): the tanh of α·x, as in the forward, not tanh(x)",
-             lambda p: ((p.dout * np.tanh(p.x)).sum(_lead(p)), p.dout.sum(_lead(p))))]),
+             lambda p: ((p.dout * np.tanh(p.x)).sum(_lead(p)), p.dout.sum(_lead(p)))),
+            (HARD_TANH_GRAD,
+             lambda p: ((p.dout * np.clip(p.alpha * p.x, -1.0, 1.0)).sum(_lead(p)), p.dout.sum(_lead(p))))]),
         (("dalpha",), [
             (ONE_MINUS_TANH, lambda p: np.sum(_du(p, square="t") * p.x)),
             ("the local gradient of tanh is 1 − t² (one minus the SQUARE of t = tanh(α·x)), not (1 − t)²", lambda p: np.sum(_du(p, square="(1-t)2") * p.x)),
             (SECH_U, lambda p: np.sum(_du(p, at_x=True) * p.x)),
+            (HARD_TANH_GRAD, lambda p: np.sum(_du(p, square="hard") * p.x)),
             ("dα is missing γ: the gradient reaches t as dout·γ (out = γ·t + β), so dα = Σ dout·γ·x·(1 − t²)", lambda p: np.sum(_du(p, gamma=False) * p.x)),
             ("dα is missing the factor x: u = α·x, so ∂u/∂α = x and dα = Σ dout·γ·(1 − t²)·x", lambda p: np.sum(_du(p))),
             ("dα is multiplied by α (Σ dx·x?): dx already carries ∂u/∂x = α; dα takes ∂u/∂α = x alone, dα = Σ dout·γ·(1 − t²)·x", lambda p: np.sum(_du(p) * p.x) * p.alpha),
@@ -106,6 +114,7 @@ DYT = NormTable(
             (ONE_MINUS_TANH, lambda p: p.alpha * _du(p, square="t")),
             ("the local gradient of tanh is 1 − t² (one minus the SQUARE of t = tanh(α·x)), not (1 − t)²", lambda p: p.alpha * _du(p, square="(1-t)2")),
             (SECH_U, lambda p: p.alpha * _du(p, at_x=True)),
+            (HARD_TANH_GRAD, lambda p: p.alpha * _du(p, square="hard")),
             ("dx is missing the upstream gradient dout: dx = α·dout·γ·(1 − t²)", lambda p: p.alpha * _du(p, dout=False)),
             ("dx is missing γ: the gradient reaches t as dout·γ, so dx = α·dout·γ·(1 − t²)", lambda p: p.alpha * _du(p, gamma=False)),
             ("dx is missing the chain factor ∂u/∂x = α: dx = α·dout·γ·(1 − t²)", _du),

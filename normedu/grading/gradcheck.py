@@ -8,10 +8,11 @@ therefore contracts the output with a random ``dout``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-__all__ = ["numerical_gradient"]
+__all__ = ["numerical_gradient", "rel_error"]
 
 
 def numerical_gradient(
@@ -40,3 +41,12 @@ def numerical_gradient(
         flat[i] = old
         gflat[i] = (plus - minus) / (2 * h)
     return grad
+
+
+def rel_error(a: Any, b: Any) -> float:
+    """Largest elementwise relative error ``|a - b| / max(1e-8, |a| + |b|)`` (CS231n's)."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a - b) / np.maximum(1e-8, np.abs(a) + np.abs(b))))

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from normedu.conventions import DEFAULT_EPS
-from normedu.grading.agreement import FLOAT32_ONLY, float32_only, near_any, wrong_order
+from normedu.grading.agreement import near_any, precision_cause, wrong_order
 from normedu.grading.compare import GradingError, assert_array, call, unchanged
 from normedu.grading.diagnose import (
     Hypothesis,
@@ -373,14 +373,13 @@ class NormTable:
     def _precision(
         self, err: GradingError, what: str, actual: Any, expected: Any, probe: Probe
     ) -> None:
-        """Raise "float32 precision only" for a float64 probe whose result is right to float32's
-        precision only (:func:`.agreement.float32_only`): the right formula run in float32."""
-        if (
-            "Likely cause" not in str(err)
-            and self.diagnosable(probe)
-            and float32_only(actual, expected)
-        ):
-            raise GradingError(f"{what} is wrong. Likely cause: {FLOAT32_ONLY}") from None
+        """For a float64 probe, raise the cause :func:`.agreement.precision_cause` finds (the
+        right result rounded to a few decimals, or right to float32's precision only)."""
+        if "Likely cause" in str(err) or not self.diagnosable(probe):
+            return
+        cause = precision_cause(actual, expected)
+        if cause is not None:
+            raise GradingError(f"{what} is wrong. Likely cause: {cause}") from None
 
     def _rerun(self, f: Callable, probe: Probe, item: int | None):
         if self.affine is None:

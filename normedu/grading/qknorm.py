@@ -37,7 +37,10 @@ __all__ = [
 ]
 
 OVERFLOW = "a row of your softmax is NaN/inf: with large gains the scores q̂·k̂/√Dh are huge, exp overflows to inf (or every weight of a row underflows to 0, and 0/0 is NaN). Subtract each row's max before exp: softmax(s) = exp(s − max s) / Σ exp(s − max s), with the masked positions already at −inf"
-FILL = "masked scores must be −inf (np.where(future, -np.inf, s)), not a large negative constant: with large gains the real scores fall below your constant, and the future positions get the weight"
+FILL = "masked scores must be −inf (np.where(future, -np.inf, s)), not a large negative constant (−1e4, −1e9, np.finfo(np.float16).min as in some public attention code): with large gains the real scores fall below your constant, and the future positions get the weight"
+HEADS = "the RMS is taken over each head's Dh features, one per query, per key and per head: mean(q², axis=-1, keepdims=True) on (B, H, T, Dh), not over all heads' features together (OLMo normalizes q and k of shape (B, T, H·Dh) before splitting them into heads; that is another model)"
+LAYERNORM = "QK-norm here is an RMSNorm of q and k: q / sqrt(mean(q²) + eps) · g_q, with no mean subtracted; a LayerNorm on q and k ((q − mean) / std, as some public models use) is another norm"
+TEMPERATURE = "the scores are q̂ k̂ᵀ / √Dh with q̂ and k̂ RMS-normalized: cosine similarities (q and k divided by their L2 norm) times a temperature (a learnable logit scale, initialized at 1 or 10 in public cosine-attention code) are another model"
 MULTIPLY = "the mask is applied after exp, with the max taken over the whole row, future positions included: with a large future score exp(s − max) underflows to 0 at every past position and the row is 0/0 = NaN. Mask the scores first (future at −inf), then subtract the max of what is left"
 SHAPES = "q, k and v must have one shape (B, H, T, Dh) and g_q, g_k the shape (Dh,): check the shapes and raise a ValueError (a message naming them helps whoever reads it)."
 
@@ -62,6 +65,7 @@ def _attn(
     naive: bool = False,
     mask: str = "future",
     fill: float = -np.inf,
+    layernorm: bool = False,
 ) -> np.ndarray:
     """QK-norm attention with one switch per mistake (correct with the defaults). ``mask``:
     "future" (j > i set to ``fill``), "diag" (j >= i), "next" (j > i + 1: one future position
@@ -74,6 +78,9 @@ def _attn(
     def rms(z: np.ndarray, g) -> np.ndarray:
         if not normalize:
             return z * g
+        if layernorm:
+            c = z - z.mean(norm_axis, keepdims=True)
+            return c / np.sqrt((c * c).mean(norm_axis, keepdims=True) + eps) * g
         if center:  # divided by the standard deviation (np.var), the numerator as given
             return z / np.sqrt(z.var(norm_axis, keepdims=True) + eps) * g
         if gain_first:
@@ -83,7 +90,12 @@ def _attn(
         return z / den if gain_first else z / den * g
 
     s = rms(p.q, p.g_q) @ np.swapaxes(rms(p.k, p.g_k), -1, -2)
-    s = s / {"sqrt_dh": np.sqrt(dh), "dh": dh, "sqrt_t": np.sqrt(t), "none": 1.0}[scale]
+    s = (
+        s
+        / {"sqrt_dh": np.sqrt(dh), "dh": dh, "sqrt_t": np.sqrt(t), "none": 1.0, "temp10": 0.1}[
+            scale
+        ]
+    )
     v = rms(p.v, 1.0) if norm_v else p.v
     if not p.causal or mask in ("none", "after", "multiply"):
         w = _softmax(s, softmax_axis, naive)
@@ -106,7 +118,10 @@ QKNORM = NormTable(
         ("q and k are not normalized: q̂ = q / sqrt(mean(q², axis=-1, keepdims=True) + eps) · g_q (likewise k̂), not q · g_q", lambda p: _attn(p, normalize=False)),
         ("the RMS is taken over the head dimension Dh (the last axis), one per query and per key: mean(q², axis=-1, keepdims=True), not over the T positions (axis -2)", lambda p: _attn(p, norm_axis=-2)),
         ("the RMS is taken over the head dimension Dh alone (axis=-1), one per query and per key, not over (T, Dh) or the whole array", lambda p: _attn(p, norm_axis=(-2, -1)), lambda p: _attn(p, norm_axis=None)),
+        (HEADS, lambda p: _attn(p, norm_axis=(-3, -1) if p.q.ndim >= 3 else "no head axis")),
         ("QK-norm divides by the root mean square sqrt(mean(q²) + eps), not by the standard deviation sqrt(np.var(q) + eps): np.var subtracts the mean first, as LayerNorm does", lambda p: _attn(p, center=True)),
+        (LAYERNORM, lambda p: _attn(p, layernorm=True)),
+        (TEMPERATURE, lambda p: _attn(p, l2=True, scale="temp10"), lambda p: _attn(p, l2=True, scale="none")),
         ("you divided by the L2 norm sqrt(Σq²); QK-norm divides by the root MEAN square sqrt(mean(q²) + ε), which is √Dh times smaller", lambda p: _attn(p, l2=True), lambda p: _attn(p, l2=True, eps_outside=True)),
         ("the scores must be divided by √Dh: scores = q̂ k̂ᵀ / √Dh", lambda p: _attn(p, scale="none")),
         ("the scores are divided by √Dh, the square root of the head dimension, not by Dh itself", lambda p: _attn(p, scale="dh")),
@@ -121,7 +136,7 @@ QKNORM = NormTable(
         (MULTIPLY, lambda p: _attn(p, mask="multiply")),
         ("the mask must be applied to the scores before the softmax (future scores at −inf): zeroing weights after the softmax leaves rows that no longer sum to 1", lambda p: _attn(p, mask="after")),
         ("with causal=True, query i must give weight exactly 0 to every later position j > i: mask the scores with −inf above the diagonal", lambda p: _attn(p, mask="none")),
-        (FILL, lambda p: _attn(p, fill=-1e9)),
+        (FILL, lambda p: _attn(p, fill=-1e9), lambda p: _attn(p, fill=-1e4), lambda p: _attn(p, fill=float(np.finfo(np.float16).min))),
         (OVERFLOW, lambda p: _attn(p, naive=True)),
     ],
     eps_ignored="the eps argument is not used (or not inside the square root): divide by sqrt(mean(q²) + eps) with the eps you were given",

@@ -20,21 +20,18 @@ the hidden tests hold theirs in the notebook (``xs``: a list of per-process arra
 
 from __future__ import annotations
 
-import threading
-import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from normedu import functional as ref
 from normedu.conventions import DEFAULT_EPS
-from normedu.grading.compare import GradingError, assert_close, unchanged
+from normedu.grading.compare import GradingError, assert_close
 from normedu.grading.diagnose import Hypothesis, diagnose, matches, normalize, normalize_backward
-from normedu.grading.guard import assert_no_shortcut, library_blocked
-from normedu.grading.kernel_side import kernel_side
+from normedu.grading.guard import assert_no_shortcut
 from normedu.grading.messages import EPS_OUT, NO_BETA, NO_GAMMA, SWAPPED
 from normedu.grading.normcheck import OTHER_EPS, NormTable, Probe
+from normedu.grading.simulated import _simulated_run, simulate
 
 __all__ = [
     "simulate",
@@ -43,9 +40,6 @@ __all__ = [
     "check_backward_shapes",
     "check_backward",
 ]
-
-#: Seconds a simulated process waits for the others at an all-reduce before giving up.
-TIMEOUT = 5.0
 
 LOCAL = "each process normalized with its OWN batch statistics (local BatchNorm); all-reduce the count, Σx and the squared deviations so that every process uses the mean and variance of the global batch"  # noqa: E501
 MEAN_OF_MEANS = "you averaged the processes' means (or variances) as if every process held the same number of samples; with unequal local batches, all-reduce the COUNT and the SUMS and divide the global sum by the global count"  # noqa: E501
@@ -65,129 +59,6 @@ DG_LOCAL_XHAT = (
     "dγ uses x̂ normalized with the local statistics; use the global μ and σ, as in the forward"  # noqa: E501
 )
 DG_MEAN = "dγ and dβ are sums over this process's rows, not means"
-
-
-# ------------------------------------------------------------------ simulated processes
-
-
-class _Group:
-    """A rendezvous all-reduce for ``n`` threads (see the module docstring)."""
-
-    def __init__(self, n: int, timeout: float):
-        self.n, self.timeout = n, timeout
-        self.cond = threading.Condition()
-        self.pending: dict[int, dict[int, np.ndarray]] = {}
-        self.results: dict[int, Any] = {}
-        self.calls = [0] * n
-        self.done = [False] * n
-
-    def all_reduce(self, rank: int, a: Any) -> np.ndarray:
-        arr = np.array(a, copy=True)
-        if arr.dtype.kind not in "fiub":
-            raise GradingError(f"all_reduce got a {type(a).__name__}; pass a numpy array")
-        with self.cond:
-            k = self.calls[rank]
-            self.calls[rank] += 1
-            self.pending.setdefault(k, {})[rank] = arr
-            if len(self.pending[k]) == self.n:
-                shapes = {r: v.shape for r, v in sorted(self.pending[k].items())}
-                if len(set(shapes.values())) > 1:
-                    self.results[k] = GradingError(
-                        f"all-reduce call #{k + 1} got arrays of different shapes on different "
-                        f"processes ({', '.join(f'process {r}: {s}' for r, s in shapes.items())}"
-                        "): every process must all-reduce arrays of the same shape, e.g. "
-                        "per-channel sums of shape (C,), never its own rows"
-                    )
-                else:
-                    total = sum(
-                        v.astype(np.result_type(v, np.float64)) for v in self.pending[k].values()
-                    )
-                    self.results[k] = total
-                del self.pending[k]
-                self.cond.notify_all()
-            waited = 0.0
-            while k not in self.results:
-                finished = [r for r in range(self.n) if self.done[r] and self.calls[r] <= k]
-                if finished:
-                    raise GradingError(
-                        f"process {rank} made all-reduce call #{k + 1}, but process "
-                        f"{finished[0]} returned after {self.calls[finished[0]]} call(s): on "
-                        "real processes this deadlocks. Every process must make the same "
-                        "all-reduce calls in the same order, whatever its local batch (no "
-                        "all-reduce inside an `if` that depends on local data)"
-                    )
-                if waited >= self.timeout:
-                    missing = [r for r in range(self.n) if self.calls[r] <= k]
-                    raise GradingError(
-                        f"process {rank} waited {self.timeout:g} s at all-reduce call #{k + 1} "
-                        f"for process(es) {missing}, which never made it: on real processes "
-                        "this is a deadlock. Every process must make the same all-reduce calls "
-                        "in the same order"
-                    )
-                self.cond.wait(0.05)
-                waited += 0.05
-            res = self.results[k]
-        if isinstance(res, GradingError):
-            raise res
-        return res.astype(arr.dtype if arr.dtype.kind == "f" else np.float64, copy=True)
-
-    def finish(self, rank: int) -> None:
-        with self.cond:
-            self.done[rank] = True
-            self.cond.notify_all()
-
-
-def simulate(
-    fn: Callable, per_process: Sequence[tuple], timeout: float = TIMEOUT, **kwargs: Any
-) -> list[Any]:
-    """Run ``fn(*per_process[p], all_reduce_p, **kwargs)`` on simulated processes (threads).
-
-    ``all_reduce_p`` is the last positional argument, as in the assignment's signatures, and
-    sums over the processes. Returns the results in process order. Raises
-    :class:`GradingError` with a message a student can act on if a process raises, or if the
-    processes make different all-reduce calls (never hangs longer than ``timeout``).
-    """
-    n = len(per_process)
-    group = _Group(n, timeout)
-    results: list[Any] = [None] * n
-    errors: dict[int, BaseException] = {}
-    name = getattr(fn, "__name__", "your function")
-
-    def body(rank: int) -> None:
-        try:
-            with np.errstate(all="ignore"):
-                results[rank] = fn(
-                    *per_process[rank], lambda a: group.all_reduce(rank, a), **kwargs
-                )
-        except BaseException as e:  # noqa: BLE001 - reported to the student below
-            errors[rank] = e
-        finally:
-            group.finish(rank)
-
-    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(n)]
-    with warnings.catch_warnings(), library_blocked():
-        warnings.simplefilter("ignore")
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout + 5.0)
-    if any(t.is_alive() for t in threads):
-        raise GradingError(
-            f"{name} did not return within {timeout + 5:g} s on every simulated process "
-            "(an endless loop, or an all-reduce that the other processes never make)"
-        )
-    if errors:
-        # A process that crashed leaves its peers waiting at an all-reduce: the crash is the
-        # cause, their "deadlock" messages only its echo. Without a crash, the first grading
-        # message (a shape mismatch, a missing call) explains it.
-        crashed = [(r, e) for r, e in sorted(errors.items()) if not isinstance(e, GradingError)]
-        if not crashed:
-            raise min(errors.items())[1]
-        rank, e = crashed[0]
-        if isinstance(e, NotImplementedError):
-            raise GradingError(f"{name} is not implemented yet (it raises NotImplementedError)")
-        raise GradingError(f"{name} raised {type(e).__name__} on process {rank}: {e}") from e
-    return results
 
 
 # ------------------------------------------------------------------ references and mistakes
@@ -363,19 +234,6 @@ SYNCBN = NormTable(
     grads=(("dx", "x"), ("dgamma", "gamma"), ("dbeta", "beta")),
     grad_shape_hint="one value per channel, summed over this process's rows",
 )
-
-
-@kernel_side
-def _simulated_run(fn: Callable, names: list, per_process: list, eps: float) -> list:
-    """In the kernel (:mod:`normedu.grading.kernel_side`): :func:`simulate` on copies of each
-    process's inputs (named ``names``), each checked unchanged; the results by process."""
-    copies = [tuple(np.array(a, copy=True) for a in args) for args in per_process]
-    results = simulate(fn, copies, eps=eps)
-    fn_name = getattr(fn, "__name__", "your function")
-    for args, after in zip(per_process, copies, strict=True):
-        for name, before, now in zip(names, args, after, strict=True):
-            unchanged(np.asarray(before), now, name, fn_name)
-    return results
 
 
 def _simulated(fn, names, per_process, eps, backward=False) -> list:

@@ -37,6 +37,8 @@ MISTAKES = [
     _m("dyt", _B, "dalpha returned last", "in the wrong order", ("return dx.astype(dtype), dtype.type(dalpha), dgamma.astype(dtype), dbeta.astype(dtype)", "return dx.astype(dtype), dgamma.astype(dtype), dbeta.astype(dtype), dtype.type(dalpha)")),
     _m("dyt", _B, "dalpha as the sum of dx", "not Σ dx", ("dalpha = np.sum(du * x)", "dalpha = np.sum(dx)")),
     _m("dyt", _B, "(1 - t) squared instead of 1 - t squared", "not (1 − t)²", ("du = dt * (1 - t ** 2)", "du = dt * (1 - t) ** 2")),
+    _m("dyt", _B, "backward of a hard tanh", "DyT's tanh is smooth", ("t = np.tanh(u)", "t = np.clip(u, -1, 1)"), ("du = dt * (1 - t ** 2)", "du = dt * (np.abs(u) < 1)")),
+    _m("dyt", _F, "output rounded to 4 decimals", "rounded to 4 decimals", ("return out.astype(x.dtype, copy=False)", "return np.round(out, 4).astype(x.dtype, copy=False)")),
 ]  # fmt: skip
 
 SHORTCUTS = [

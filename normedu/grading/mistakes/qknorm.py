@@ -31,6 +31,11 @@ MISTAKES = [
     _m("qknorm", _A, "causal mask off by one", "off by one", ("k=1)", "k=2)")),
     _m("qknorm", _A, "causal mask on the wrong triangle", "wrong triangle", (_FUTURE, "future = np.tril(np.ones((T, T), dtype=bool), k=-1)")),
     _m("qknorm", _A, "causal mask with -1e30", "not a large negative constant", ("-np.inf", "-1e30")),
+    _m("qknorm", _A, "causal mask with -1e4", "not a large negative constant", ("-np.inf", "-1e4")),
+    _m("qknorm", _A, "causal mask with finfo(float16).min", "not a large negative constant", ("-np.inf", "np.finfo(np.float16).min")),
+    _m("qknorm", _A, "RMS over all heads' features (OLMo)", "not over all heads' features", (_MS, "np.mean(z ** 2, axis=(-3, -1), keepdims=True)")),
+    _m("qknorm", _A, "LayerNorm instead of RMSNorm on q and k", "no mean subtracted", (_RMS, "c = z - z.mean(axis=-1, keepdims=True)\n        return c / np.sqrt(np.mean(c ** 2, axis=-1, keepdims=True) + eps) * g")),
+    _m("qknorm", _A, "cosine attention with a temperature of 10", "times a temperature", (_RMS, "return z / np.sqrt(np.sum(z ** 2, axis=-1, keepdims=True) + eps) * g"), (" / np.sqrt(Dh)\n", " * 10.0\n")),
     _m("qknorm", _A, "mask multiplied after exp (max over the whole row)", "mask is applied after exp", ("scores = np.where(future, -np.inf, scores)", "pass"), ("    weights = np.exp(scores)\n", "    weights = np.exp(scores)\n    if causal:\n        weights = weights * ~future\n")),
     _m("qknorm", _A, "scipy.special.softmax", "write the stable softmax yourself", ("    scores = scores - scores.max(axis=-1, keepdims=True)\n    weights = np.exp(scores)\n    weights = weights / weights.sum(axis=-1, keepdims=True)\n", "    from scipy.special import softmax\n\n    weights = softmax(scores, axis=-1)\n")),
 ]  # fmt: skip
