@@ -193,8 +193,7 @@ async def _execute_cells(client, nb, state: dict) -> None:
 KERNEL_ARGUMENTS = [
     "--HistoryManager.hist_file=:memory:",
     # Plain tracebacks: IPython's default (with source context) took about 0.1 s per failing
-    # test cell here, most of the time of a wrong submission. Students see the same frames
-    # (their cells and the test line; the grading code's are dropped, see nbgrader_bridge).
+    # test cell, most of a wrong submission's time; students see the same frames.
     "--InteractiveShell.xmode=Plain",
 ]
 
@@ -245,12 +244,10 @@ def _kernel_manager(settings: KernelSettings, workdir: Path, zygote=None):
         sandbox_network=settings.network,
         sandbox_reach=settings.reach,
         sandbox_zygote=zygote,
-        # Unix sockets in the kernel's own working copy (where Landlock lets it create them):
-        # no TCP port races between parallel kernels, no warning about unencrypted TCP.
+        # Unix sockets in the kernel's own working copy: no TCP port races, no TCP warning.
         transport="ipc",
         ip=str(workdir / "kernel"),
-        # Beside the sockets, so that removing the working copy removes all of the kernel's
-        # files (jupyter_client's default is a new file in TMPDIR that a killed kernel leaves).
+        # Beside the sockets: removing the working copy removes all of the kernel's files.
         connection_file=str(workdir / "kernel.json"),
     )
 
@@ -425,9 +422,8 @@ def serve(read_fd: int, write_fd: int, kernel: dict | None = None) -> None:
 
     if kernel is not None:
         spare = start_spare(_settings(kernel))
-    # What run_job needs, imported while the first job is on its way: with torch for an
-    # assignment whose kernels preload it, whose checks then run torch here, on the trusted
-    # side (this process never runs student code).
+    # What run_job needs, imported while the first job is on its way (torch for an assignment
+    # whose kernels preload it: its checks run torch here, on the trusted side).
     import nbclient  # noqa: F401
     import nbformat  # noqa: F401
 
