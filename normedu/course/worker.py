@@ -207,8 +207,7 @@ class KernelSettings(NamedTuple):
     landlock: str
     #: modules its zygote imports ahead (:func:`.autograde.preloads`)
     preload: tuple[str, ...]
-    #: True: the kernel keeps the machine's network (``--allow-network``); else it gets a
-    #: network and mount namespace of its own (:func:`.namespaces.isolate`)
+    #: True: the machine's network (--allow-network); else its own (:func:`.namespaces.isolate`)
     network: bool = False
     #: what the kernel can reach, as JSON (:func:`.reach.for_assignment`); "" for no limit
     reach: str = ""
