@@ -169,6 +169,8 @@ def test_slope_status_reads_the_seeds_against_the_band():
     # 0.3 .. 1.0 over the edge: mean 0.6, standard error 0.15, the seeds do not place it out
     assert C.slope_status([0.3, 0.5, 1.0, 0.6], 0.5) == "agrees"
     assert C.slope_status([0.7], 0.5) == "off" and C.slope_status([0.6], 0.5) == "agrees"
+    assert C.seeds_above([0.52, 0.504, 1e-16, 0.49], 0.5) == 1  # at the printed decimals
+    assert C.seeds_above([1e-16, -1e-16, 0.01], 0.0) == 1
     assert C.slope_verdict(["agrees", "off"]) == "depends"
     assert C.slope_verdict(["off", "off"]) == "not reproduced"
 

@@ -35,6 +35,7 @@ from .prepost_words import (  # noqa: F401  (re-exported for the chapter and the
     post_grows_rule,
     post_wide_growth,
     post_wide_verdict,
+    seeds_above,
     slope_status,
     slope_verdict,
     trend,
@@ -168,7 +169,7 @@ def stream_growth(init, dev: str) -> Claim:
     deepest = max(init.depths)
     slopes = {p: fit_slopes(init, "stream", p) for p in ("pre", "post")}
     pre, post = (sum(slopes[p]) / len(slopes[p]) for p in ("pre", "post"))
-    above, n = sum(x > exp["pre"] for x in slopes["pre"]), len(slopes["pre"])
+    above, n = seeds_above(slopes["pre"], exp["pre"]), len(slopes["pre"])
     return Claim(
         id="prepost.stream_growth",
         chapter=CHAPTER,

@@ -64,6 +64,12 @@ def slope_status(slopes, expected: float) -> str:
     return "off" if compare(slopes, expected - SLOPE_TOL).sign < 0 else "agrees"
 
 
+def seeds_above(slopes, expected: float) -> int:
+    """How many slopes lie above ``expected`` at the two decimals they are printed with (a
+    Post-LN stream slope of 1e-16 is on the prediction, not above it)."""
+    return sum(round(float(x) - expected, 2) > 0 for x in slopes)
+
+
 def slope_verdict(statuses) -> str:
     """A claim's verdict from its fits' :func:`slope_status`: "confirmed" if none is off,
     "not reproduced" if all are, "depends" in between."""
@@ -157,7 +163,7 @@ def _fit_words(slopes, expected: float) -> str:
     mean = float(np.mean(slopes))
     said = f"{num(mean, True)}"
     if len(slopes) > 1:
-        above = sum(x > expected for x in slopes)
+        above = seeds_above(slopes, expected)
         said += (
             f" (seeds {num(min(slopes), True)} to {num(max(slopes), True)}, {above} of "
             f"{len(slopes)} above the prediction)"
