@@ -378,3 +378,39 @@ def test_grid_sentence_reads_the_corners():
     assert "the seeds do not show 27 warm-up steps raising both" in text
     assert "Post-LN with 27 warm-up steps trained on 3 of 3 seeds" in text
     assert "warm-up made no difference the rule can detect" in text
+
+
+def test_scaling_sentence_fits_every_seed_on_its_own():
+    """Three seeds whose exponents differ: each fitted on its own, the mean printed, the seeds
+    judged against the band by the rule."""
+    depths = [6, 12, 24, 48]
+    stream_k = {"pre": (0.52, 0.54, 0.56), "post": (0.0, 0.0, 0.0)}
+    batch_k = {"pre": (-0.5, -0.45, -0.55), "post": (0.3, 0.35, 0.4)}
+
+    def per_seed(ks, make):
+        return {p: {str(d): [make(d, k) for k in ks[p]] for d in depths} for p in ks}
+
+    seed_stream = per_seed(stream_k, lambda d, k: list(np.arange(1.0, d + 1) ** k))
+    seed_norms = per_seed(batch_k, lambda d, k: [1.0] * (d - 1) + [d**k])
+    mean = {
+        p: {str(d): list(np.mean(v, axis=0)) for d, v in q.items()} for p, q in seed_norms.items()
+    }
+    init = E.InitGradNorms(depths, mean, 8, 3, seed_norms=seed_norms, seed_stream=seed_stream)
+    assert init.seed_slopes("stream", "pre") == pytest.approx([0.52, 0.54, 0.56])
+    text = C.describe_scaling(init, E.EXPECTED_SLOPES)
+    # Pre-LN stream: 0.52 .. 0.56, above 0.5 on every seed but inside 0.35 .. 0.65
+    assert (
+        "slope +0.54 (seeds +0.52 to +0.56, 3 of 3 above the prediction), predicted +0.5: **not off**"
+        in text
+    )
+    # Post-LN batch: 0.30 .. 0.40, every seed above 0 + 0.15
+    assert (
+        "slope +0.35 (seeds +0.30 to +0.40, 3 of 3 above the prediction), predicted +0.0: **off by more than 0.15**"
+        in text
+    )
+    assert "rises with depth by more than the tolerance" in text
+    assert "Each slope is fitted on every one of 3 initializations" in text
+    claim = C.stream_growth(init, "cpu")
+    assert claim.verdict == "confirmed" and "above it on 3 of 3 seeds" in claim.measured
+    assert claim.per_seed["stream slope, pre-LN"] == pytest.approx([0.52, 0.54, 0.56])
+    assert C.last_layer_scaling(init, "cpu").verdict == "depends"  # Pre-LN in, Post-LN off
