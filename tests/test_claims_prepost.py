@@ -400,13 +400,13 @@ def test_scaling_sentence_fits_every_seed_on_its_own():
     text = C.describe_scaling(init, E.EXPECTED_SLOPES)
     # Pre-LN stream: 0.52 .. 0.56, above 0.5 on every seed but inside 0.35 .. 0.65
     assert (
-        "slope +0.54 (seeds +0.52 to +0.56, 3 of 3 above the prediction), predicted +0.5: **not off**"
-        in text
+        "slope +0.54 (seeds +0.52 to +0.56, 3 of 3 above the prediction), "
+        "predicted +0.5: **not off**" in text
     )
     # Post-LN batch: 0.30 .. 0.40, every seed above 0 + 0.15
     assert (
-        "slope +0.35 (seeds +0.30 to +0.40, 3 of 3 above the prediction), predicted +0.0: **off by more than 0.15**"
-        in text
+        "slope +0.35 (seeds +0.30 to +0.40, 3 of 3 above the prediction), "
+        "predicted +0.0: **off by more than 0.15**" in text
     )
     assert "rises with depth by more than the tolerance" in text
     assert "Each slope is fitted on every one of 3 initializations" in text
