@@ -73,7 +73,8 @@ class GPTConfig:
     - residual: keep the skip connections.
     - final_norm: norm after the last block; None means "where the stream is never
       normalized" (pre, sandwich/peri, olmo2: :data:`normedu.placements.FINAL_NORM_BY_DEFAULT`).
-    - init: ``"xavier"`` (Xavier-uniform weights as in Vaswani et al. and Xiong et al., 2020)
+    - init: ``"xavier"`` (Xavier-uniform weights, as in Xiong et al., 2020; Vaswani et al.'s
+      paper does not state its initialization)
       or ``"gpt2"`` (normal with std 0.02, output projections scaled by 1/sqrt(2 L)).
     - seed: seed of the initialisation.
     - causal: mask the future in attention (False: every position sees every position).

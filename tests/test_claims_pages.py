@@ -165,9 +165,11 @@ def test_prepost_and_jacobian_claims_tiny(monkeypatch, tmp_path):
     def losses(p, w):
         return [r.final_loss for r in stab.seed_runs(p, w)]
 
+    # (confirming also needs Post-LN trained with warm-up, and a lower rate of the grid where
+    # it trains without: with one seed per cell no comparison decides, so "depends")
     needs_warmup = (
         side(losses("post", False), half) > 0
-        and side(losses("post", False), losses("post", True)) > 0
+        and side(losses("post", True), half) < 0
         and side(losses("pre", False), half) < 0
     )
     assert by_id["prepost.warmup"].verdict == ("confirmed" if needs_warmup else "depends")

@@ -97,6 +97,20 @@ def test_init_grad_norms_tiny(tiny):
     assert abs(res.stream_slope("post")) < 1e-3
     # ... while a Pre-LN stream only adds to itself: longer after every block.
     assert (np.diff(res.stream_profile("pre", 4)) > 0).all() and res.stream_slope("pre") > 0
+    # Each seed's values are kept: with one seed they are the averaged ones, and each seed's
+    # fits are the fits of its own profiles.
+    assert res.has_seeds and res.seed_norms["post"]["4"] == [res.norms["post"]["4"]]
+    for placement in ("post", "pre"):
+        assert res.seed_slopes("batch", placement) == [pytest.approx(res.depth_slope(placement))]
+        assert res.seed_slopes("stream", placement) == [
+            pytest.approx(res.stream_slope(placement), abs=1e-9)
+        ]
+        assert res.seed_slopes("token", placement) == [pytest.approx(res.token_slope(placement))]
+        assert res.seed_last_over_first(placement, 2) == [
+            pytest.approx(res.last_over_first(placement, 2))
+        ]
+    with pytest.raises(ValueError, match="kind must be"):
+        res.seed_slopes("depth", "pre")
     assert E.init_grad_norms("cpu") is res  # cached
     assert E.InitGradNorms.from_json(json.loads(json.dumps(res.to_json()))) == res
 

@@ -76,8 +76,12 @@ class WarmupFindings:
 
     - post_fails: Post-LN without warm-up ends above half of chance.
     - helped: Post-LN ends lower with ``warmup`` (the longest warm-up of the grid) than without.
+    - post_trains_warm: Post-LN with ``warmup`` steps ends below half of chance.
     - pre_trains: Pre-LN without warm-up ends below half of chance.
-    - pattern: all three, Xiong et al.'s claim at this learning rate.
+    - pattern: post_fails, post_trains_warm and pre_trains: Xiong et al.'s claim at this
+      learning rate (warm-up lowering the loss, ``helped``, is not enough: it must train).
+    - trains_without: the learning rates of the grid at which Post-LN without warm-up ends
+      below half of chance (the contrast "needs warm-up *at a high* rate" needs one).
     - gap: +1 if Post-LN with ``warmup`` still ends above Pre-LN without warm-up, seed by seed,
       -1 if below, 0 if the rule shows neither.
     """
@@ -87,8 +91,10 @@ class WarmupFindings:
         self.warmup = max(sweep.warmups)
         self.post_fails = _fails(sweep, "post", sweep.lr, 0)
         self.helped = _lowers(sweep, "post", sweep.lr, self.warmup)
+        self.post_trains_warm = _trains(sweep, "post", sweep.lr, self.warmup)
         self.pre_trains = _trains(sweep, "pre", sweep.lr, 0)
-        self.pattern = self.post_fails and self.helped and self.pre_trains
+        self.pattern = self.post_fails and self.post_trains_warm and self.pre_trains
+        self.trains_without = [lr for lr in sweep.lrs if _trains(sweep, "post", lr, 0)]
         post_w = cell_losses(sweep, "post", sweep.lr, self.warmup)
         self.gap = compare(post_w, cell_losses(sweep, "pre", sweep.lr, 0)).sign
 
@@ -151,9 +157,17 @@ def describe_sweep(sweep) -> str:
     )
     if f.pattern:
         parts.append(
-            rule + f"Post-LN without warm-up ends above half of chance, {f.warmup} warm-up "
-            "steps lower its final loss, and Pre-LN without warm-up ends below half of chance: "
+            rule + f"Post-LN without warm-up ends above half of chance, with {f.warmup} warm-up "
+            "steps it ends below, and Pre-LN without warm-up ends below half of chance: "
             "**at this learning rate Post-LN learns only with warm-up, and Pre-LN needs none**."
+        )
+    elif f.post_fails and f.helped and f.pre_trains:
+        parts.append(
+            rule + f"Post-LN without warm-up ends above half of chance, {f.warmup} warm-up "
+            "steps lower its final loss, and Pre-LN without warm-up ends below half of chance; "
+            f"but with {f.warmup} warm-up steps Post-LN does not end below half of chance by "
+            "the rule. **At this learning rate warm-up lowers Post-LN's loss and Pre-LN needs "
+            f"none; that warm-up makes Post-LN train within {steps} steps is not shown.**"
         )
     else:
         missing = [
@@ -161,6 +175,7 @@ def describe_sweep(sweep) -> str:
             for ok, text in (
                 (f.post_fails, "Post-LN failing without warm-up"),
                 (f.helped, f"{f.warmup} warm-up steps lowering Post-LN's final loss"),
+                (f.post_trains_warm, f"Post-LN training with {f.warmup} warm-up steps"),
                 (f.pre_trains, "Pre-LN training without warm-up"),
             )
             if not ok
@@ -168,6 +183,21 @@ def describe_sweep(sweep) -> str:
         parts.append(
             rule + "these seeds do **not** show Post-LN needing warm-up where Pre-LN does not: "
             "missing is " + " and ".join(missing) + "."
+        )
+    if f.trains_without:
+        parts.append(
+            "Without warm-up Post-LN ends below half of chance by the rule at learning rate "
+            + ", ".join(f"{x:g}" for x in f.trains_without)
+            + ": the contrast that makes warm-up a need *at a high rate*."
+        )
+    else:
+        parts.append(
+            "Without warm-up Post-LN ends below half of chance by the rule at **none** of the "
+            "grid's learning rates ("
+            + ", ".join(f"{x:g}" for x in sweep.lrs)
+            + f"): within {steps} steps the grid has no rate at which Post-LN trains without "
+            "warm-up to set against this one, so it shows what warm-up does at a high rate, "
+            "not that a high rate is where it becomes necessary."
         )
     parts.append(
         {

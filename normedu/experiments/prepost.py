@@ -126,8 +126,11 @@ SIZES: dict[str, PrePostSize] = {
         vocab=16,
         n_items=6,
         batch=16,
-        seeds=2,
-        # 18 runs of 45 steps (the CPU budget of the chapter): a 4-layer stack on reversing 4
+        # each seed's profiles and fits are kept: the verdicts on them (last/first ratios per
+        # depth, fitted exponents) apply the course's rule over these 5 seeds (about 1.5 CPU-s
+        # a seed)
+        seeds=5,
+        # 18 cells of 45 steps (the CPU budget of the chapter): a 4-layer stack on reversing 4
         # items, where Post-LN without warm-up stalls at lr 1e-2 and trains at 3e-3. A width of
         # 16 learns too slowly in 60 steps to show anything; 6 layers cost half as much again;
         # at 40 steps nothing trains at 3e-3.
@@ -152,7 +155,9 @@ SIZES: dict[str, PrePostSize] = {
         vocab=64,
         n_items=16,
         batch=64,
-        seeds=2,
+        # the verdicts at init apply the seed rule over these, so at least 3 (one forward and
+        # backward pass per model and seed)
+        seeds=5,
         train_depth=24,
         train_d_model=512,
         train_heads=8,
@@ -213,6 +218,11 @@ class InitGradNorms:
     derives this one-token quantity. ``batch[placement][str(depth)]``: the same matrix's
     gradient of the mean loss, ||sum_t a_t h_t^T|| / n, averaged over seeds (weight only, no
     bias). Both empty in results stored before they were measured.
+    ``seed_norms``, ``seed_stream``, ``seed_token``, ``seed_batch``: the same four, one entry
+    per seed (``seed_norms[placement][str(depth)][seed]`` a list of L floats, ``seed_stream``
+    likewise the per-token root-mean-square ||x_l||, ``seed_token`` / ``seed_batch`` one float
+    per seed), for verdicts over seeds (:meth:`seed_last_over_first`, :meth:`seed_slopes`);
+    empty in results stored before they were kept.
     """
 
     depths: list[int]
@@ -223,6 +233,34 @@ class InitGradNorms:
     stream: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     token: dict[str, dict[str, float]] = field(default_factory=dict)
     batch: dict[str, dict[str, float]] = field(default_factory=dict)
+    seed_norms: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
+    seed_stream: dict[str, dict[str, list[list[float]]]] = field(default_factory=dict)
+    seed_token: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    seed_batch: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+    @property
+    def has_seeds(self) -> bool:
+        """Whether each seed's values were kept (not in older stored results)."""
+        return bool(self.seed_norms)
+
+    def seed_last_over_first(self, placement: str, depth: int) -> list[float]:
+        """Last/first-layer FFN-W2 gradient ratio of each seed's stack of ``depth`` layers."""
+        return [p[-1] / p[0] for p in self.seed_norms[placement][str(depth)]]
+
+    def seed_slopes(self, kind: str, placement: str) -> list[float]:
+        """One fitted exponent per seed: ``kind`` "stream" (||x_l|| against l over the deepest
+        stack), "batch" (last-layer W2 gradient against L) or "token" (its per-token
+        gradient against L)."""
+        if kind == "stream":
+            rows = self.seed_stream[placement][str(max(self.depths))]
+            return [loglog_slope(np.arange(1, len(r) + 1), r) for r in rows]
+        if kind not in ("batch", "token"):
+            raise ValueError(f"kind must be 'stream', 'batch' or 'token', got {kind!r}")
+        if kind == "batch":
+            per_depth = [[p[-1] for p in self.seed_norms[placement][str(d)]] for d in self.depths]
+        else:
+            per_depth = [self.seed_token[placement][str(d)] for d in self.depths]
+        return [loglog_slope(self.depths, ys) for ys in zip(*per_depth, strict=True)]
 
     def profile(self, placement: str, depth: int) -> np.ndarray:
         return np.asarray(self.norms[placement][str(depth)])
@@ -314,12 +352,16 @@ def _init_grad_norms(preset: str, norm: str) -> InitGradNorms:
     stream: dict[str, dict[str, list[float]]] = {"post": {}, "pre": {}}
     token: dict[str, dict[str, float]] = {"post": {}, "pre": {}}
     batch: dict[str, dict[str, float]] = {"post": {}, "pre": {}}
+    per_seed: dict[str, dict[str, dict[str, list]]] = {
+        k: {"post": {}, "pre": {}} for k in ("norms", "stream", "token", "batch")
+    }
     t = seq_len(size.task, size.n_items)
     with threads(size.threads):
         for depth in size.depths:
             for placement in ("post", "pre"):
                 acc, sq = np.zeros(depth), np.zeros(depth)
                 tok = bat = 0.0
+                kept: dict[str, list] = {k: [] for k in per_seed}
                 for seed in range(size.seeds):
                     cfg = GPTConfig(
                         vocab=size.vocab,
@@ -346,12 +388,29 @@ def _init_grad_norms(preset: str, norm: str) -> InitGradNorms:
                     sq += np.asarray(seen)
                     tok += per_token[0]
                     bat += float(last.weight.grad.double().norm())
+                    kept["norms"].append(np.asarray(prof.norms, dtype=float).tolist())
+                    kept["stream"].append(np.sqrt(np.asarray(seen)).tolist())
+                    kept["token"].append(float(per_token[0]))
+                    kept["batch"].append(float(last.weight.grad.double().norm()))
                 norms[placement][str(depth)] = (acc / size.seeds).tolist()
                 stream[placement][str(depth)] = np.sqrt(sq / size.seeds).tolist()
                 token[placement][str(depth)] = tok / size.seeds
                 batch[placement][str(depth)] = bat / size.seeds
+                for k, v in kept.items():
+                    per_seed[k][placement][str(depth)] = v
     return InitGradNorms(
-        list(size.depths), norms, size.d_model, size.seeds, norm, stream, token, batch
+        list(size.depths),
+        norms,
+        size.d_model,
+        size.seeds,
+        norm,
+        stream,
+        token,
+        batch,
+        per_seed["norms"],
+        per_seed["stream"],
+        per_seed["token"],
+        per_seed["batch"],
     )
 
 
