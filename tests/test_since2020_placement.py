@@ -260,7 +260,13 @@ def test_sweep_sentence_both_branches():
     from normedu.claims import since2020_placement as C
 
     yes, no = C.describe_sweep(_sweep_record(True)), C.describe_sweep(_sweep_record(False))
-    assert "**QK-norm lowers the loss where the plain stack fails**" in yes
+    assert "**QK-norm lowers the loss where the plain stack fails.**" in yes
+    # whether the QK-norm runs learn is counted against half of chance (1.32), not claimed
+    assert "3 of 3 QK-norm runs end below half of chance at 0.1" in yes
+    partly = _sweep_record(True)
+    partly.sweep[0]["runs"][3]["final_loss"] = 1.33  # seed 0 stays above half of chance
+    assert C.qk_learned(partly, 0.1) == (2, 3)
+    assert "less than Wortsman et al.'s wider range of usable learning rates" in yes
     assert "not reproduced" not in yes
     assert "not reproduced" in no and "lowers the loss where" not in no
     assert C.qk_bounded(_sweep_record(True)) and C.logits_grow(_sweep_record(True))
