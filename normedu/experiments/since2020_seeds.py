@@ -7,10 +7,11 @@ several seeds every time the page executes. So the page executes one seed live (
 shifted by the seed offset of :mod:`normedu.seeding`) for its tables and figures, and words
 its verdicts from this record: :data:`N_SEEDS` seeds of each experiment, measured by
 ``python -m normedu.records --alone since2020_placement_seeds`` and stored under
-``results/cpu/timings`` as the timings are (:mod:`normedu.records`). The page also checks that its live seed falls inside the record's
-spread (:func:`normedu.claims.since2020_placement_words.live_in_record`). The record is
-``seeded``: the file is seed offset 0's, and under another offset it is measured again in
-memory, so the reseeding audit tests the page's words on other seeds.
+``results/cpu/timings`` as the timings are (:mod:`normedu.records`). The page also checks
+that its live seed falls inside the record's spread
+(:func:`normedu.claims.since2020_placement_words.live_in_record`). The record is ``seeded``:
+the file is seed offset 0's, and under another offset it is measured again in memory, so the
+reseeding audit tests the page's words on other seeds.
 
 Each run is reduced to what the page's words use (:func:`train_summary`,
 :func:`sweep_summary`; the update sizes are stored whole).
