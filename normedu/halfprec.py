@@ -47,6 +47,7 @@ __all__ = [
     "overflow_row",
     "precision_errors",
     "FLOAT32_STATS",
+    "ROUNDING_FLOOR",
     "WELFORD_FLOAT32",
     "WELFORD_M2_FLOAT32",
 ]
@@ -149,8 +150,12 @@ ALGORITHMS = {
     "two-pass, sums in dtype": two_pass_chunked,
     "Welford/Chan": welford_chan,
 }
-#: Name of the table's last column: two-pass on the half-precision row upcast to float32.
-FLOAT32_STATS = "two-pass, float32 statistics"
+#: Name of the table's last column: two-pass on the half-precision row upcast to float32,
+#: its result left in float32 (so it is not rounded to the dtype as the other columns are).
+FLOAT32_STATS = "two-pass, float32 statistics and result"
+#: The error of storing the exact (float64) variance in the row's dtype: no algorithm that
+#: returns the dtype can do better, so the columns that return the dtype are read against it.
+ROUNDING_FLOOR = "exact variance stored in dtype"
 #: Welford/Chan on the half-precision row upcast to float32 (a ledger check only).
 WELFORD_FLOAT32 = "Welford/Chan, float32"
 #: Welford/Chan with only its sum of squared deviations kept in float32 (mean in the dtype).
@@ -198,8 +203,9 @@ def overflow_row() -> Tensor:
 class PrecisionResult:
     """``per_row[dtype][str(mean)][algorithm]``: relative error of the variance against
     float64 on the same (rounded) row, one value per row (``rows`` rows of ``n`` numbers,
-    seeds 0, 1, ...), for every algorithm of :data:`ALGORITHMS` and, for the half-precision
-    dtypes, :data:`FLOAT32_STATS` (two-pass on the row upcast to float32),
+    seeds 0, 1, ...), for every algorithm of :data:`ALGORITHMS`, :data:`ROUNDING_FLOOR` (the
+    exact variance rounded to the dtype) and, for the half-precision dtypes,
+    :data:`FLOAT32_STATS` (two-pass on the row upcast to float32, result in float32),
     :data:`WELFORD_FLOAT32` and :data:`WELFORD_M2_FLOAT32`; ``errors``: the same keys, the
     median over the rows. ``sumsq``: float16 and float32 sums of squares of
     :func:`overflow_row` (std ``sumsq_std``) and their float64 value."""
@@ -220,6 +226,9 @@ def _errors(z: Tensor) -> dict[str, dict[str, dict[str, float]]]:
             x = (mean + z).to(dtype)
             truth = float(x.double().var(unbiased=False))
             algos = dict(ALGORITHMS)
+            algos[ROUNDING_FLOOR] = lambda r, t=truth: torch.tensor(t, dtype=torch.float64).to(
+                r.dtype
+            )
             if dtype != torch.float32:
                 algos[FLOAT32_STATS] = lambda r: two_pass(r.float())
                 algos[WELFORD_FLOAT32] = lambda r: welford_chan(r.float())

@@ -111,15 +111,24 @@ def sublayer(placement, x, norm, layer, norm_out=None, alpha=1.0, residual=True)
 
 
 def apply_deepnorm_init(model, beta: float) -> None:
-    """Multiply the init of every block's MLP (``fc1``, ``fc2``), value projection (the last
-    third of ``attn.qkv``'s rows) and output projection (``attn.proj``) weights by ``beta``.
+    """Give every block's MLP (``fc1``, ``fc2``), value projection (the last third of
+    ``attn.qkv``'s rows) and output projection (``attn.proj``) DeepNet's init scale: ``beta``
+    times the Xavier scale of the matrix DeepNet has. Queries and keys keep gain 1.
 
     DeepNet draws these from Xavier-normal with gain beta; scaling the model's own Xavier
-    draw is the same up to the distribution's shape. Queries and keys keep gain 1."""
+    draw is the same up to the distribution's shape for ``fc1``, ``fc2`` and ``proj``. The
+    value projection is a slice of the fused (3D, D) ``qkv`` whose Xavier bound uses the fan
+    sum 4D (variance 1/(2D)), where DeepNet's separate (D, D) value matrix has variance 1/D:
+    under the ``"xavier"`` init it is therefore scaled by ``beta * sqrt(4D / 2D)``, so that its
+    entries have variance ``beta^2 / D``. (Under ``"gpt2"`` every matrix has std 0.02 whatever
+    its shape: ``beta`` alone.)"""
+    xavier = getattr(getattr(model, "cfg", None), "init", "xavier") == "xavier"
     with torch.no_grad():
         for block in model.blocks:
             d = block.attn.d_model
-            block.attn.qkv.weight[2 * d :].mul_(beta)
+            qkv = block.attn.qkv.weight  # (3D, D)
+            fused_to_square = math.sqrt(sum(qkv.shape) / (2 * d)) if xavier else 1.0
+            qkv[2 * d :].mul_(beta * fused_to_square)
             for lin in (block.attn.proj, block.mlp.fc1, block.mlp.fc2):
                 lin.weight.mul_(beta)
 

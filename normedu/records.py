@@ -132,6 +132,7 @@ RECORDS: dict[str, Record] = {
         compute="normedu.experiments.since2020_seeds:measure",
         params={"seeds": 5, "preset": "cpu"},
         pages=("book/since2020_placement",),
+        seeded=True,  # about 76 CPU-s a measurement: the reseeding audit can afford it
     ),
     "nonorm_step_speed": Record(
         description="CPU seconds per training step (forward, backward, Adam) of the no-norm "

@@ -11,10 +11,13 @@ import math
 from ..seeding import compare
 from .since2020_placement_words import _span, ruled
 
+#: Unit roundoff 2^-p of each half-precision dtype (p: significand bits incl. the implicit one).
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+
 
 def describe_precision(res) -> str:
     """The variance errors over the rows of :class:`PrecisionResult`, in words."""
-    from ..halfprec import FLOAT32_STATS, LARGE_MEAN, WELFORD_M2_FLOAT32
+    from ..halfprec import FLOAT32_STATS, LARGE_MEAN, ROUNDING_FLOOR, WELFORD_M2_FLOAT32
 
     e = res.per_row
     n = res.rows
@@ -47,6 +50,16 @@ def describe_precision(res) -> str:
     m2 = compare([math.log(a / b) for a, b in zip(z16["Welford/Chan"], z16[WELFORD_M2_FLOAT32],
                                                     strict=True)], 0.0)  # fmt: skip
     f32 = [v for d in half for m in e[d] for v in e[d][m][FLOAT32_STATS]]
+    # Read against rounding: an algorithm returning the dtype costs at least the floor (<= u,
+    # the unit roundoff); "at rounding level" is every row within 2u, one more rounding.
+    two_u = {d: 2 * UNIT_ROUNDOFF[d] for d in half}
+    at_floor = all(max(big[d]["two-pass"]) <= two_u[d] for d in half)
+    in_dtype = ("two-pass, sums in dtype", "Welford/Chan")
+    above = all(
+        compare([math.log(v / two_u[d]) for v in big[d][a]], 0.0).sign > 0
+        for d in half
+        for a in in_dtype
+    )
     return (
         f"Over {n} rows: at the large mean, the one-pass formula's relative error is "
         + ", ".join(f"{_span(one[d], '.2g')} in {d}" for d in one)
@@ -66,7 +79,22 @@ def describe_precision(res) -> str:
         f"in bfloat16 it is {_span(z16['Welford/Chan'], '.1e')}, and "
         f"{_span(z16[WELFORD_M2_FLOAT32], '.1e')} with only that sum kept in float32 ("
         + ruled(m2, "smaller", "larger", "no different")
-        + "). With the row in half precision and two-pass statistics in float32 the error is "
-        f"at most {max(f32):.0e}: float32 statistics formed by a stable algorithm, not the "
-        "algorithm alone, are why kernels keep their statistics in float32."
+        + "). Every column but the last returns the variance in the row's dtype, and storing "
+        "even the exact variance in it costs "
+        + ", ".join(f"{_span(big[d][ROUNDING_FLOOR], '.1e')} ({d})" for d in half)
+        + " at the large mean. Against twice the unit roundoff ("
+        + ", ".join(f"{two_u[d]:.1e} for {d}" for d in half)
+        + "), two-pass with torch's float32 accumulator "
+        + ("stays within it on every row" if at_floor else "does **not** stay within it")
+        + "; with the running state in the dtype, two-pass and Welford/Chan are "
+        + ("clearly above it, by the rule over the rows. " if above else "not clearly above it. ")
+        + (
+            "**At a large mean, keeping the sums in float32 is what brings the error down to "
+            "the dtype's own rounding; a stable algorithm with its sums in half precision "
+            "stays far above it.** "
+            if at_floor and above
+            else "Here the data do **not** show that float32 sums decide the error. "
+        )
+        + "The last column, two-pass on the upcast row with its result left in float32, reaches "
+        f"at most {max(f32):.0e} only because its result is not rounded to the dtype."
     )

@@ -2,13 +2,16 @@
 several seeds, stored as a committed record.
 
 The one-step update sizes, the training at depth and the learning-rate sweep with and without
-QK-norm cost about 25 CPU-s per seed, too much to run several seeds every time the page
-executes. So the page executes one seed live (seed 0, shifted by the seed offset of
-:mod:`normedu.seeding`) for its tables and figures, and words its verdicts from this record:
-:data:`N_SEEDS` seeds of each experiment, measured by ``python -m normedu.records --alone
-since2020_placement_seeds`` and stored under ``results/cpu/timings`` as the timings are
-(:mod:`normedu.records`). The page also checks that its live seed falls inside the record's
-spread (:func:`normedu.claims.since2020_placement_words.live_in_record`).
+QK-norm cost about 15 CPU-s per seed (76 CPU-s for the five, one thread), too much to run
+several seeds every time the page executes. So the page executes one seed live (seed 0,
+shifted by the seed offset of :mod:`normedu.seeding`) for its tables and figures, and words
+its verdicts from this record: :data:`N_SEEDS` seeds of each experiment, measured by
+``python -m normedu.records --alone since2020_placement_seeds`` and stored under
+``results/cpu/timings`` as the timings are (:mod:`normedu.records`). The page also checks
+that its live seed falls inside the record's spread
+(:func:`normedu.claims.since2020_placement_words.live_in_record`). The record is ``seeded``:
+the file is seed offset 0's, and under another offset it is measured again in memory, so the
+reseeding audit tests the page's words on other seeds.
 
 Each run is reduced to what the page's words use (:func:`train_summary`,
 :func:`sweep_summary`; the update sizes are stored whole).
@@ -24,7 +27,7 @@ import numpy as np
 __all__ = ["N_SEEDS", "RECORD", "SeedRecord", "measure", "seed_record", "sweep_summary",
            "train_summary"]  # fmt: skip
 
-#: Seeds of the record (5: a seed of all three experiments costs about 25 CPU-s).
+#: Seeds of the record (5: a seed of all three experiments costs about 15 CPU-s).
 N_SEEDS = 5
 #: The record's name in :data:`normedu.records.RECORDS`.
 RECORD = "since2020_placement_seeds"
