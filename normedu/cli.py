@@ -180,7 +180,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .course.report import write_report
+    from .course.report_html import write_report
 
     output = args.output or f"{args.assignment}-report.html"
     report = write_report(_course(args), args.assignment, output)

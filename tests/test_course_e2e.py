@@ -261,7 +261,7 @@ def test_report_numbers_equal_the_gradebook(graded, tmp_path):
 
     from normedu.cli import main
     from normedu.course.failures import failures_in_notebook
-    from normedu.course.report import write_report
+    from normedu.course.report_html import write_report
 
     course = graded.course
     report = write_report(course, "demo", tmp_path / "report.html")

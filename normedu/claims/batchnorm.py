@@ -9,17 +9,14 @@ from __future__ import annotations
 from .. import seeding
 from ..claim import Claim, cite, claims_for, measured_on, verdict
 from ..conventions import DEFAULT_EPS
+from . import batchnorm_training as T
+from .batchnorm_training import CH, NOTES
 
-CH = "batchnorm"
-#: Claims this course states itself (no paper behind them) are attributed to the chapter.
-NOTES = "this course, chapter 'Batch Normalization'"
 ARTICLE = NOTES
 
 
 @claims_for(CH)
 def check() -> list[Claim]:
-    from . import batchnorm_training as T  # it imports CH and NOTES from here
-
     dev = measured_on()
     out = [formula(), momentum(dev), T.eval_mode(dev), T.small_batch(dev), wu_he()]
     out += [T.shift(dev), padding(dev), online(dev), syncbn(), autoregressive(dev)]

@@ -9,7 +9,7 @@ The core is pure: :func:`summarize` turns a list of :class:`StudentRecord` (one 
 what those records hold) into a :class:`ClassReport`: the score distribution, each test
 cell's pass share, the mistakes by named cause (:mod:`.failures`), most common first, the
 failures that name no cause counted apart, and the flags. :func:`records` reads the records
-of a graded course; :mod:`.report_html` renders the page.
+of a graded course; :mod:`.report_html` renders the page and writes it (`write_report`).
 
 Shares are of the *graded* hand-ins: those that ran and got a grade (not missing, not
 unreadable, not of another assignment, not failed by the grading machinery); the statuses
@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from . import status as st
 from .config import Course, student_sort_key
@@ -37,7 +36,6 @@ __all__ = [
     "records",
     "score_bands",
     "summarize",
-    "write_report",
 ]
 
 #: The flags the report lists, each with its students, in this order.
@@ -268,15 +266,3 @@ def records(course: Course, assignment: str) -> tuple[list[ScoredCell], list[Stu
             )
         )
     return tests, people
-
-
-def write_report(course: Course, assignment: str, path: str | Path) -> ClassReport:
-    """Write the report page of ``assignment`` to ``path``; returns what it shows."""
-    from .report_html import render
-
-    tests, people = records(course, assignment)
-    report = summarize(assignment, tests, people)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(report), encoding="utf-8")
-    return report

@@ -16,10 +16,15 @@ from __future__ import annotations
 import base64
 import html
 import io
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .report import Cause, ClassReport, score_bands
+from .report import Cause, ClassReport, records, score_bands, summarize
 
-__all__ = ["render", "histogram_alt", "pass_alt"]
+if TYPE_CHECKING:
+    from .config import Course
+
+__all__ = ["render", "histogram_alt", "pass_alt", "write_report"]
 
 #: Shown where a list of students is long: the first names, the rest behind "show all".
 SHORT_LIST = 8
@@ -228,3 +233,13 @@ def render(report: ClassReport) -> str:
         + _flags(report)
         + "</main></body></html>\n"
     )
+
+
+def write_report(course: Course, assignment: str, path: str | Path) -> ClassReport:
+    """Write the report page of ``assignment`` to ``path``; returns what it shows."""
+    tests, people = records(course, assignment)
+    report = summarize(assignment, tests, people)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(report), encoding="utf-8")
+    return report
