@@ -16,6 +16,7 @@ import contextlib
 import io
 from dataclasses import dataclass, field
 
+from released import stub_answer
 from test_grading import _cells
 
 from normedu.course import status as st
@@ -42,20 +43,6 @@ def failures_of(answer_cells: dict[str, str], tests: list[tuple[str, str]]) -> d
         except Exception as exc:  # noqa: BLE001 - every failing check is recorded
             out[gid] = {"error": type(exc).__name__, "message": str(exc)}
     return out
-
-
-def _stub(src: str) -> str:
-    """An answer cell as released: its solution replaced by ``raise NotImplementedError()``."""
-    out, inside = [], False
-    for line in src.splitlines():
-        if "### BEGIN SOLUTION" in line:
-            inside = True
-            out.append(line.replace("### BEGIN SOLUTION", "raise NotImplementedError()"))
-        elif "### END SOLUTION" in line:
-            inside = False
-        elif not inside:
-            out.append(line)
-    return "\n".join(out)
 
 
 @dataclass
@@ -108,7 +95,7 @@ def build(size: int = 300) -> Mix:
         ):
             chosen.append((m, fails))
     assert len(chosen) >= 8 and unnamed, (len(chosen), len(unnamed))
-    stub = failures_of({g: _stub(s) for g, s in answers.items()}, tests)
+    stub = failures_of({g: stub_answer(s) for g, s in answers.items()}, tests)
     mix = Mix(cells, [])
     ids = [f"s{i:03d}" for i in range(size)]
     plan: dict[str, dict] = {}

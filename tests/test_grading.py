@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from data.correct import VARIANTS as CORRECT_VARIANTS
+from released import stub_answer
 
 from normedu import norms
 from normedu.course.config import Course
@@ -79,18 +80,7 @@ def test_solution_passes_every_check_silently(assignment, capfd):
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_stub_fails_every_check(assignment):
     cells, tests = _cells(assignment)
-    stubbed = {}
-    for gid, src in cells.items():
-        lines, out, inside = src.splitlines(), [], False
-        for line in lines:
-            if "### BEGIN SOLUTION" in line:
-                inside = True
-                out.append(line.replace("### BEGIN SOLUTION", "raise NotImplementedError()"))
-            elif "### END SOLUTION" in line:
-                inside = False
-            elif not inside:
-                out.append(line)
-        stubbed[gid] = "\n".join(out)
+    stubbed = {gid: stub_answer(src) for gid, src in cells.items()}
     ns_cells = {}
     for gid, src in stubbed.items():
         # As in a notebook, a cell that raises leaves what it defined before the raise.
