@@ -51,6 +51,11 @@ def test_the_live_seed_0_reproduces_the_records_shift_run():
         assert R.inside(live[key], rec[key]), key
         assert live[key] == pytest.approx(rec[key][0], abs=3 * TIE)
     assert live["recal_logit_diff"] < 1e-3  # the affine shift is undone exactly
+    # ... so the clean-recalibrated model classifies the clean digits as the shifted-
+    # recalibrated one does the shifted digits (the table's last row: one accuracy twice)
+    assert live["bn_recal_clean"] == pytest.approx(live["bn_recalibrated"], abs=TIE)
+    lo, med, hi = live["ln_std_ratio"]
+    assert 0 < lo <= med <= hi
 
 
 def test_sweep_words_state_the_ends_and_only_a_range_between():
