@@ -121,6 +121,8 @@ RECORDS: dict[str, Record] = {
         compute="normedu.experiments.batchnorm_seeds:measure",
         params={"seeds": [0, 1, 2, 3, 4]},
         pages=("book/batchnorm",),
+        # its words are seed-dependent verdicts: the reseeding audit must measure them again
+        seeded=True,
     ),
     # Not a timing: the multi-seed runs behind the verdicts of one page, too slow to run every
     # time it executes (normedu/experiments/since2020_seeds.py); stored here for the same

@@ -51,30 +51,41 @@ def test_the_live_seed_0_reproduces_the_records_shift_run():
         assert R.inside(live[key], rec[key]), key
         assert live[key] == pytest.approx(rec[key][0], abs=3 * TIE)
     assert live["recal_logit_diff"] < 1e-3  # the affine shift is undone exactly
+    # ... so the clean-recalibrated model classifies the clean digits as the shifted-
+    # recalibrated one does the shifted digits (the table's last row: one accuracy twice)
+    assert live["bn_recal_clean"] == pytest.approx(live["bn_recalibrated"], abs=TIE)
+    lo, med, hi = live["ln_std_ratio"]
+    assert 0 < lo <= med <= hi
 
 
-def test_sweep_words_name_the_batch_sizes_where_bn_is_worse():
+def test_sweep_words_state_the_ends_and_only_a_range_between():
     sweep = {
-        "batch_sizes": [2, 4],
-        "batchnorm": [[0.6, 0.5, 0.7], [0.10, 0.12, 0.09]],
-        "groupnorm": [[0.10, 0.09, 0.12], [0.11, 0.10, 0.10]],
-        "layernorm": [[0.05, 0.06, 0.07], [0.12, 0.08, 0.13]],
+        "batch_sizes": [2, 4, 8],
+        "batchnorm": [[0.6, 0.5, 0.7], [0.10, 0.12, 0.09], [0.05, 0.06, 0.04]],
+        "groupnorm": [[0.10, 0.09, 0.12], [0.11, 0.10, 0.10], [0.10, 0.09, 0.11]],
+        "layernorm": [[0.05, 0.06, 0.07], [0.12, 0.08, 0.13], [0.08, 0.09, 0.07]],
     }
     assert W.worse_than_both(sweep, 0, TIE) and not W.worse_than_both(sweep, 1, TIE)
+    assert W.better_than_both(sweep, 2, TIE) and not W.better_than_both(sweep, 1, TIE)
     text = W.describe_sweep(sweep, TIE)
-    assert "at batch 2, and not at the others" in text
-    assert "at batch 4, against GroupNorm, no difference detectable with 3 seeds" in text
-    # No batch size where BN is worse than both: said so, not implied.
-    sweep["batchnorm"][0] = [0.08, 0.09, 0.10]
-    assert "at no batch size" in W.describe_sweep(sweep, TIE)
+    assert "at batch 2 BatchNorm's error is above both GroupNorm's and LayerNorm's" in text
+    assert "at batch 8 it is below both GroupNorm's and LayerNorm's" in text
+    # batch 4, by hand: BN mean 0.10333, GN 0.10333 (+0.0 points), LN 0.11 (-0.7 points)
+    assert "between (4) it is above both at none of them" in text
+    assert "runs +0.0 points (GroupNorm) and -0.7 points (LayerNorm)" in text
+    # An end with no clear verdict against one norm is worded one norm at a time.
+    sweep["batchnorm"][2] = [0.12, 0.06, 0.11]  # vs GN: +2, -3, 0: not clear
+    assert "at batch 8 it is against GroupNorm, no difference detectable" in W.describe_sweep(
+        sweep, TIE
+    )
 
 
 def test_replay_words_follow_the_rule_both_ways():
     replay = {"error": [0.70, 0.60, 0.80], "error_train_mode": [0.75, 0.78, 0.80]}
     text = W.describe_replay(replay, [0.30, 0.32, 0.48], TIE)
     assert "local BN's error is higher on all 3 seeds" in text
-    assert "+0.0" not in text.split("moves the error by")[0]
-    assert "no difference detectable with 3 seeds" in text  # -5, -18, 0: one tie, not clear
+    assert "-5.0, -18.0, +0.0 points" in text  # the change, per seed, without a verdict
+    assert "it is still higher than SyncBN's on all 3 seeds" in text
     assert "already there in the mode the network was trained in" in text
     # Training-mode error not above SyncBN's: the sentence about the failure is left out.
     text = W.describe_replay(replay, [0.80, 0.70, 0.85], TIE)
@@ -88,9 +99,13 @@ def test_shift_calibration_ddp_and_eval_words():
         "ln_clean": [0.91, 0.92, 0.90],
         "ln_shift": [0.25, 0.31, 0.66],
         "recal_logit_diff": [2e-5, 3e-5, 1e-5],
+        "bn_recalibrated": [0.94, 0.92, 0.96],
     }
     text = W.describe_shift(sh, TIE)
     assert "-44.0, -32.0, -39.0 points" in text and "3e-05 or better" in text
+    assert "trained one's by +1.0, +0.0, +2.0 points" in text  # recalibrated minus trained
+    sh["bn_recal_clean"] = [0.95, 0.92, 0.96]  # measured: used instead
+    assert "trained one's by +2.0, +0.0, +2.0 points" in W.describe_shift(sh, TIE)
     assert text.count("the shifted accuracy is lower on all 3 seeds") == 2
     cal = {
         "momenta": [0.1, 0.9],

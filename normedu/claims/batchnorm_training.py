@@ -45,15 +45,14 @@ def eval_mode(dev: str) -> Claim:
 def small_batch(dev: str) -> Claim:
     sw = _record()["sweep"]
     bsz = sw["batch_sizes"]
-    i2, i4, i32 = bsz.index(2), bsz.index(4), bsz.index(32)
+    i2, i32 = bsz.index(2), bsz.index(32)
     tie = _one_image()
     own = W.compare(sw["batchnorm"][i2], sw["batchnorm"][i32], tie=tie)
     ok = W.worse_than_both(sw, i2, tie) and own.clear and own.sign > 0
-    at4 = "; ".join(
-        f"vs {W.NORM_NAMES[o]}: "
-        + W.compare(sw["batchnorm"][i4], sw[o][i4], tie=tie).words("BN higher", "BN lower")
-        for o in ("groupnorm", "layernorm")
-    )
+    # Only what held at every seed offset tried: above both batch-free norms at no batch from 4
+    # up (the verdicts against one norm at a time at batches 4-16 changed with the seeds).
+    above = [b for i, b in enumerate(bsz) if b > 2 and W.worse_than_both(sw, i, tie)]
+    up = f"above both at batch {', '.join(map(str, above))}" if above else "above both at none"
     per_seed = {f"{k}@2": sw[k][i2] for k in W.NORM_NAMES}
     return Claim(
         id="bn.small_batch",
@@ -67,9 +66,13 @@ def small_batch(dev: str) -> Claim:
         f"{W.spread(sw['layernorm'][i2])}",
         verdict=verdict(ok),
         device=dev,
-        note=f"tested at batch 2 only; at batch 4, {at4}",
+        note=f"tested at batch 2 only; at the batch sizes from 4 up, BN's error is {up}",
         per_seed={**per_seed, "batchnorm@32": sw["batchnorm"][i32]},
     )
+
+
+def _diffs(a: list[float], b: list[float]) -> list[float]:
+    return [x - y for x, y in zip(a, b, strict=True)]
 
 
 def shift(dev: str) -> Claim:
@@ -93,7 +96,10 @@ def shift(dev: str) -> Claim:
         device=dev,
         note="LayerNorm's per-sample statistics cannot remove the per-feature offset: accuracy "
         f"{W.spread(sh['ln_clean'])} → {W.spread(sh['ln_shift'])} "
-        f"({ln.words('higher', 'lower')})",
+        f"({ln.words('higher', 'lower')}); the recalibration uses the test set's own "
+        "statistics (transductive): recalibrated on the clean test set, BN's clean accuracy "
+        f"differs from the trained model's by {W.points(_diffs(W.recal_clean(sh), sh['bn_clean']))}"
+        " points",
         per_seed={k: sh[k] for k in ("bn_clean", "bn_shift", "bn_recalibrated", "ln_shift")},
     )
 

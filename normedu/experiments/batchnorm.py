@@ -216,13 +216,18 @@ def distribution_shift(contrast: float = 0.5, brightness: float = 1.0, seed: int
     ``bn_recalibrated`` (running statistics re-estimated on the shifted test inputs, "AdaBN" of
     Li et al. 2016/2018), ``ln_clean`` and ``ln_shift``; and ``recal_logit_diff``: the largest
     |logit difference| between the BN model recalibrated on the shifted inputs, applied to
-    them, and the BN model recalibrated on the clean test inputs, applied to those.
+    them, and the BN model recalibrated on the clean test inputs, applied to those;
+    ``bn_recal_clean``: the accuracy of that clean-recalibrated model on the clean inputs (it
+    uses the test set's own statistics: not the trained model of ``bn_clean``); and
+    ``ln_std_ratio``: ``[min, median, max]`` over the test digits of the per-sample standard
+    deviation (over features) of LayerNorm's first-layer pre-activations, shifted over clean.
 
     Why that difference is rounding only: the first layer is linear, so the shift turns every
     first-layer pre-activation h into ``contrast * h + o`` with one offset ``o`` per feature;
     BatchNorm's per-feature statistics, re-estimated, subtract ``o`` and divide out
-    ``contrast`` exactly (up to eps). LayerNorm's per-sample statistics remove the common
-    factor ``contrast`` but only the mean of ``o`` over the features, not ``o`` itself.
+    ``contrast`` exactly (up to eps). LayerNorm's per-sample statistics subtract only the mean
+    of ``o`` over the features, and their standard deviation is that of ``contrast * h + o``,
+    which the per-feature offsets dominate: it is not ``contrast`` times the clean one.
     """
     size = choose(SIZES)
     data = digits().to(pick_device())
@@ -242,6 +247,10 @@ def distribution_shift(contrast: float = 0.5, brightness: float = 1.0, seed: int
         on_clean = recalibrate(models["batchnorm"][0], data.x_test)(data.x_test)
         res["bn_recalibrated"] = float((on_shift.argmax(1) == data.y_test).float().mean())
         res["recal_logit_diff"] = float((on_shift - on_clean).abs().max())
+        res["bn_recal_clean"] = float((on_clean.argmax(1) == data.y_test).float().mean())
+        first = models["layernorm"][0][0]  # the first Linear, before the first LayerNorm
+        ratio = first(x_shift).std(dim=1) / first(data.x_test).std(dim=1)
+        res["ln_std_ratio"] = [float(ratio.min()), float(ratio.median()), float(ratio.max())]
     return res
 
 
