@@ -14,11 +14,10 @@ import json
 import shutil
 import subprocess
 import sys
-import sysconfig
-import venv
 from pathlib import Path
 
 import pytest
+from envs import fresh_env
 
 from normedu.course.config import Course
 
@@ -98,16 +97,9 @@ def test_wheel_runs_every_solved_exercise_outside_the_checkout(tmp_path):
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = dist.glob("normedu-*.whl")
 
+    # numpy, torch, matplotlib ... from the project environment, not the checkout's normedu.
     env_dir = tmp_path / "student-env"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
-    python = env_dir / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    # numpy, torch, matplotlib ... from the project environment; a plain path entry, so that
-    # the environment's own .pth files (the checkout's editable normedu) are NOT processed.
-    (Path(site) / "project-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    python = fresh_env(env_dir)
     install = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
          "--no-index", "-q", str(wheel)],

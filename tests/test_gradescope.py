@@ -27,14 +27,13 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
-import venv
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
 import pytest
+from envs import fresh_env
 
 from normedu.course.gradescope import Options
 from normedu.course.gradescope_run import locate, results
@@ -66,20 +65,6 @@ def _unzip(archive: Path, into: Path) -> None:
             mode = info.external_attr >> 16
             if mode:
                 path.chmod(mode & 0o777)
-
-
-def _fresh_env(where: Path) -> Path:
-    """A virtual environment that sees the project environment's packages (a plain path
-    entry: its .pth files, the checkout's editable normedu among them, are not run) but not
-    normedu: the zip's wheel must provide it."""
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(where)
-    python = where / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    (Path(site) / "project-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
 
 
 #: NumPy only, so that the answer policy lets it run (``os._exit`` would be refused first): a
@@ -144,7 +129,7 @@ def harness(tmp_path_factory):
 
     root = base / "autograder"
     _unzip(archive, root / "source")
-    python = _fresh_env(base / "venv")
+    python = fresh_env(base / "venv")
     env = dict(
         os.environ,
         NORMEDU_GRADESCOPE_ROOT=str(root),
