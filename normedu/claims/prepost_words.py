@@ -170,7 +170,7 @@ def _fit_words(slopes, expected: float) -> str:
         )
     said += f", predicted {expected + 0.0:+.1f}"
     if slope_status(slopes, expected) == "agrees":
-        return f"{said}: **not off** by more than {SLOPE_TOL}"
+        return f"{said}: **not shown to be off** by more than {SLOPE_TOL}"
     return f"{said}: **off by more than {SLOPE_TOL}**"
 
 
